@@ -1,0 +1,229 @@
+// Copyright the dsh-code-runtime-v8 authors. MIT license.
+// Captures every intrinsic the sandbox's own JS uses, before any program
+// code runs. Program code may replace `Array.isArray`, `JSON`,
+// `Object.prototype.*` or anything else on the global; the bootstrap only
+// ever calls through these captured references, so the lossless-JSON
+// verdict, the log rendering and the bridge cannot be steered.
+//
+// Everything the later files need lives on one temporary global,
+// `__dsh`, which 99_bootstrap.js deletes before a program can see it.
+"use strict";
+
+((globalThis) => {
+  const ReflectApply = Reflect.apply;
+  const FunctionPrototypeCall = Function.prototype.call;
+  // uncurryThis(String.prototype.slice)(s, 0, 1) === s.slice(0, 1), without
+  // consulting the (mutable) prototype at call time.
+  const uncurryThis = (fn) => (thisArg, ...args) => ReflectApply(fn, thisArg, args);
+
+  const p = Object.create(null);
+  p.uncurryThis = uncurryThis;
+  p.ReflectApply = ReflectApply;
+  p.ReflectOwnKeys = Reflect.ownKeys;
+  p.ReflectGetPrototypeOf = Reflect.getPrototypeOf;
+  p.ReflectDefineProperty = Reflect.defineProperty;
+  p.ReflectGet = Reflect.get;
+  p.ReflectHas = Reflect.has;
+  p.ReflectConstruct = Reflect.construct;
+  p.FunctionPrototypeCall = FunctionPrototypeCall;
+  p.FunctionPrototypeToString = uncurryThis(Function.prototype.toString);
+
+  p.Object = Object;
+  p.ObjectPrototype = Object.prototype;
+  p.ObjectCreate = Object.create;
+  p.ObjectDefineProperty = Object.defineProperty;
+  p.ObjectDefineProperties = Object.defineProperties;
+  p.ObjectFreeze = Object.freeze;
+  p.ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+  p.ObjectGetOwnPropertyNames = Object.getOwnPropertyNames;
+  p.ObjectGetOwnPropertySymbols = Object.getOwnPropertySymbols;
+  p.ObjectGetPrototypeOf = Object.getPrototypeOf;
+  p.ObjectSetPrototypeOf = Object.setPrototypeOf;
+  p.ObjectKeys = Object.keys;
+  p.ObjectIs = Object.is;
+  p.ObjectHasOwn = Object.hasOwn;
+  p.ObjectPrototypeToString = uncurryThis(Object.prototype.toString);
+  p.ObjectPrototypePropertyIsEnumerable = uncurryThis(Object.prototype.propertyIsEnumerable);
+  p.ObjectPrototypeIsPrototypeOf = uncurryThis(Object.prototype.isPrototypeOf);
+
+  p.Array = Array;
+  p.ArrayPrototype = Array.prototype;
+  p.ArrayIsArray = Array.isArray;
+  p.ArrayPrototypeJoin = uncurryThis(Array.prototype.join);
+  p.ArrayPrototypePush = uncurryThis(Array.prototype.push);
+  p.ArrayPrototypePop = uncurryThis(Array.prototype.pop);
+  p.ArrayPrototypeSlice = uncurryThis(Array.prototype.slice);
+  p.ArrayPrototypeMap = uncurryThis(Array.prototype.map);
+  p.ArrayPrototypeFilter = uncurryThis(Array.prototype.filter);
+  p.ArrayPrototypeIncludes = uncurryThis(Array.prototype.includes);
+  p.ArrayPrototypeIndexOf = uncurryThis(Array.prototype.indexOf);
+  p.ArrayPrototypeSort = uncurryThis(Array.prototype.sort);
+  p.ArrayPrototypeSplice = uncurryThis(Array.prototype.splice);
+  p.ArrayPrototypeUnshift = uncurryThis(Array.prototype.unshift);
+  p.ArrayPrototypeForEach = uncurryThis(Array.prototype.forEach);
+  p.ArrayPrototypeReduce = uncurryThis(Array.prototype.reduce);
+  p.ArrayPrototypeFill = uncurryThis(Array.prototype.fill);
+  p.ArrayPrototypeSymbolIterator = Array.prototype[Symbol.iterator];
+
+  p.String = String;
+  p.StringFromCharCode = String.fromCharCode;
+  p.StringFromCodePoint = String.fromCodePoint;
+  p.StringPrototypeSlice = uncurryThis(String.prototype.slice);
+  p.StringPrototypeCharCodeAt = uncurryThis(String.prototype.charCodeAt);
+  p.StringPrototypeCodePointAt = uncurryThis(String.prototype.codePointAt);
+  p.StringPrototypeIndexOf = uncurryThis(String.prototype.indexOf);
+  p.StringPrototypeIncludes = uncurryThis(String.prototype.includes);
+  p.StringPrototypeSplit = uncurryThis(String.prototype.split);
+  p.StringPrototypeReplace = uncurryThis(String.prototype.replace);
+  p.StringPrototypeReplaceAll = uncurryThis(String.prototype.replaceAll);
+  p.StringPrototypeRepeat = uncurryThis(String.prototype.repeat);
+  p.StringPrototypeToLowerCase = uncurryThis(String.prototype.toLowerCase);
+  p.StringPrototypeToUpperCase = uncurryThis(String.prototype.toUpperCase);
+  p.StringPrototypeTrim = uncurryThis(String.prototype.trim);
+  p.StringPrototypeStartsWith = uncurryThis(String.prototype.startsWith);
+  p.StringPrototypeEndsWith = uncurryThis(String.prototype.endsWith);
+  p.StringPrototypePadStart = uncurryThis(String.prototype.padStart);
+  p.StringPrototypePadEnd = uncurryThis(String.prototype.padEnd);
+  p.StringPrototypeNormalize = uncurryThis(String.prototype.normalize);
+  p.StringPrototypeValueOf = uncurryThis(String.prototype.valueOf);
+  p.StringPrototypeToWellFormed = uncurryThis(String.prototype.toWellFormed);
+
+  p.Number = Number;
+  p.NumberIsFinite = Number.isFinite;
+  p.NumberIsInteger = Number.isInteger;
+  p.NumberIsSafeInteger = Number.isSafeInteger;
+  p.NumberIsNaN = Number.isNaN;
+  p.NumberPrototypeValueOf = uncurryThis(Number.prototype.valueOf);
+  p.NumberPrototypeToString = uncurryThis(Number.prototype.toString);
+  p.BigIntPrototypeValueOf = uncurryThis(BigInt.prototype.valueOf);
+  p.BooleanPrototypeValueOf = uncurryThis(Boolean.prototype.valueOf);
+  p.SymbolPrototypeValueOf = uncurryThis(Symbol.prototype.valueOf);
+  p.SymbolPrototypeToString = uncurryThis(Symbol.prototype.toString);
+  p.SymbolPrototypeGetDescription = uncurryThis(
+    Object.getOwnPropertyDescriptor(Symbol.prototype, "description").get,
+  );
+  p.Symbol = Symbol;
+  p.SymbolIterator = Symbol.iterator;
+  p.SymbolToStringTag = Symbol.toStringTag;
+  p.SymbolFor = Symbol.for;
+  p.MathMin = Math.min;
+  p.MathMax = Math.max;
+  p.MathFloor = Math.floor;
+  p.MathTrunc = Math.trunc;
+  p.MathSqrt = Math.sqrt;
+  p.MathRound = Math.round;
+  p.MathAbs = Math.abs;
+
+  p.JSONStringify = JSON.stringify;
+  p.JSONParse = JSON.parse;
+
+  p.Error = Error;
+  p.ErrorPrototype = Error.prototype;
+  p.ErrorCaptureStackTrace = Error.captureStackTrace;
+  p.TypeError = TypeError;
+  p.RangeError = RangeError;
+  p.SyntaxError = SyntaxError;
+  p.AggregateError = AggregateError;
+  p.ErrorPrototypeToString = uncurryThis(Error.prototype.toString);
+
+  p.Promise = Promise;
+  p.PromisePrototype = Promise.prototype;
+  p.PromiseResolve = Promise.resolve.bind(Promise);
+  p.PromiseReject = Promise.reject.bind(Promise);
+  p.PromisePrototypeThen = uncurryThis(Promise.prototype.then);
+  p.SafePromiseWithResolvers = () => {
+    let resolve, reject;
+    const promise = new Promise((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    return { __proto__: null, promise, resolve, reject };
+  };
+
+  p.Map = Map;
+  p.MapPrototype = Map.prototype;
+  p.MapPrototypeGet = uncurryThis(Map.prototype.get);
+  p.MapPrototypeSet = uncurryThis(Map.prototype.set);
+  p.MapPrototypeHas = uncurryThis(Map.prototype.has);
+  p.MapPrototypeDelete = uncurryThis(Map.prototype.delete);
+  p.MapPrototypeEntries = uncurryThis(Map.prototype.entries);
+  p.MapPrototypeGetSize = uncurryThis(Object.getOwnPropertyDescriptor(Map.prototype, "size").get);
+  p.Set = Set;
+  p.SetPrototype = Set.prototype;
+  p.SetPrototypeAdd = uncurryThis(Set.prototype.add);
+  p.SetPrototypeHas = uncurryThis(Set.prototype.has);
+  p.SetPrototypeDelete = uncurryThis(Set.prototype.delete);
+  p.SetPrototypeValues = uncurryThis(Set.prototype.values);
+  p.SetPrototypeGetSize = uncurryThis(Object.getOwnPropertyDescriptor(Set.prototype, "size").get);
+  p.WeakMap = WeakMap;
+  p.WeakMapPrototypeGet = uncurryThis(WeakMap.prototype.get);
+  p.WeakMapPrototypeSet = uncurryThis(WeakMap.prototype.set);
+  p.WeakMapPrototypeHas = uncurryThis(WeakMap.prototype.has);
+  p.WeakSet = WeakSet;
+  p.MapIteratorPrototypeNext = uncurryThis(Object.getPrototypeOf(new Map().entries()).next);
+  p.SetIteratorPrototypeNext = uncurryThis(Object.getPrototypeOf(new Set().values()).next);
+  p.ArrayIteratorPrototypeNext = uncurryThis(Object.getPrototypeOf([][Symbol.iterator]()).next);
+
+  p.Date = Date;
+  p.DatePrototypeGetTime = uncurryThis(Date.prototype.getTime);
+  p.DatePrototypeToISOString = uncurryThis(Date.prototype.toISOString);
+  p.DatePrototypeToString = uncurryThis(Date.prototype.toString);
+  p.DateNow = Date.now;
+  p.RegExp = RegExp;
+  p.RegExpPrototypeToString = uncurryThis(RegExp.prototype.toString);
+  p.RegExpPrototypeExec = uncurryThis(RegExp.prototype.exec);
+  p.RegExpPrototypeTest = uncurryThis(RegExp.prototype.test);
+
+  p.ArrayBuffer = ArrayBuffer;
+  p.ArrayBufferIsView = ArrayBuffer.isView;
+  p.ArrayBufferPrototypeGetByteLength = uncurryThis(
+    Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "byteLength").get,
+  );
+  p.SharedArrayBuffer = globalThis.SharedArrayBuffer;
+  p.Uint8Array = Uint8Array;
+  p.Uint16Array = Uint16Array;
+  p.Uint32Array = Uint32Array;
+  p.DataView = DataView;
+  const TypedArrayPrototype = Object.getPrototypeOf(Uint8Array.prototype);
+  p.TypedArrayPrototypeGetLength = uncurryThis(
+    Object.getOwnPropertyDescriptor(TypedArrayPrototype, "length").get,
+  );
+  p.TypedArrayPrototypeGetSymbolToStringTag = uncurryThis(
+    Object.getOwnPropertyDescriptor(TypedArrayPrototype, Symbol.toStringTag).get,
+  );
+  p.TypedArrayPrototypeGetByteLength = uncurryThis(
+    Object.getOwnPropertyDescriptor(TypedArrayPrototype, "byteLength").get,
+  );
+  p.TypedArrayPrototypeGetBuffer = uncurryThis(
+    Object.getOwnPropertyDescriptor(TypedArrayPrototype, "buffer").get,
+  );
+  p.TypedArrayPrototypeSubarray = uncurryThis(TypedArrayPrototype.subarray);
+  p.TypedArrayPrototypeSet = uncurryThis(TypedArrayPrototype.set);
+  p.DataViewPrototypeGetByteLength = uncurryThis(
+    Object.getOwnPropertyDescriptor(DataView.prototype, "byteLength").get,
+  );
+  p.AsyncFunctionPrototype = Object.getPrototypeOf(async function () {});
+  p.GeneratorFunctionPrototype = Object.getPrototypeOf(function* () {});
+  p.AsyncGeneratorFunctionPrototype = Object.getPrototypeOf(async function* () {});
+  p.Proxy = Proxy;
+  p.globalThis = globalThis;
+  // deno_core exposes the engine's proxy check; the host passes util.types.isProxy.
+  p.isProxy = globalThis.Deno.core.isProxy;
+
+  // The sandbox's own ops, captured before `Deno` is deleted by the seal.
+  const coreOps = globalThis.Deno.core.ops;
+  const ops = Object.create(null);
+  for (const name of [
+    "op_dsh_log",
+    "op_dsh_output_remaining",
+    "op_dsh_call",
+    "op_dsh_settle",
+    "op_dsh_exit",
+    "op_dsh_now",
+    "op_dsh_random",
+  ]) {
+    ops[name] = coreOps[name];
+  }
+
+  globalThis.__dsh = { __proto__: null, primordials: p, ops: Object.freeze(ops) };
+})(globalThis);

@@ -1,0 +1,220 @@
+// Copyright the dsh-code-runtime-v8 authors. MIT license.
+// The run driver and the seal. This file runs last at snapshot time and
+// leaves a single entry point, `__dsh.seal`, that the pool thread calls
+// when it prepares an isolate: seal() strips every internal handle from the
+// global (Deno, __bootstrap, __dsh, ...) and returns the driver, which the
+// Rust side holds on to. After seal() no program-reachable path leads to an
+// op other than through the closures built here.
+"use strict";
+
+((globalThis) => {
+  const dsh = globalThis.__dsh;
+  const { primordials: p, ops, losslessJson } = dsh;
+  const {
+    ObjectCreate,
+    ObjectDefineProperty,
+    ObjectFreeze,
+    ObjectPrototypeIsPrototypeOf,
+    ErrorPrototype,
+    Error: SafeError,
+    String,
+    ReflectApply,
+    PromisePrototypeThen,
+    SafePromiseWithResolvers,
+    JSONParse,
+    StringPrototypeSplit,
+    StringPrototypeIncludes,
+    ArrayPrototypeFilter,
+    ArrayPrototypeJoin,
+  } = p;
+  const { encode, TOO_LARGE } = losslessJson;
+  const core = globalThis.Deno.core;
+
+  const SETTLE_VALUE = 0;
+  const SETTLE_NO_VALUE = 1;
+  const SETTLE_EXCEPTION = 2;
+  const SETTLE_INVALID_OUTPUT = 3;
+  const SETTLE_OUTPUT_LIMIT = 4;
+
+  // Frames of the sandbox's own files say nothing to the model: drop them.
+  function programStack(stack) {
+    const lines = StringPrototypeSplit(stack, "\n");
+    return ArrayPrototypeJoin(
+      ArrayPrototypeFilter(lines, (line) => !StringPrototypeIncludes(line, "ext:dsh_sandbox/")),
+      "\n",
+    );
+  }
+  dsh.programStack = programStack;
+
+  /** The exception message of a thrown value, bounded by `remaining`. */
+  function renderThrown(thrown, remaining) {
+    try {
+      if (thrown !== null && typeof thrown === "object" && ObjectPrototypeIsPrototypeOf(ErrorPrototype, thrown)) {
+        const message = thrown.message;
+        // Never materialize a giant stack: a message that alone cannot fit
+        // makes the run an output-limit without touching `stack`.
+        if (typeof message === "string" && message.length > remaining) return TOO_LARGE;
+        const stack = thrown.stack;
+        if (typeof stack === "string") return programStack(stack);
+        return String(message);
+      }
+      return String(thrown);
+    } catch {
+      return "program threw an unrenderable value";
+    }
+  }
+
+  function settleException(thrown) {
+    const remaining = ops.op_dsh_output_remaining();
+    const text = renderThrown(thrown, remaining);
+    if (text === TOO_LARGE || text.length > remaining) ops.op_dsh_settle(SETTLE_OUTPUT_LIMIT, "");
+    else ops.op_dsh_settle(SETTLE_EXCEPTION, text);
+  }
+
+  function settleValue(value) {
+    if (value === undefined) {
+      ops.op_dsh_settle(SETTLE_NO_VALUE, "");
+      return;
+    }
+    let json;
+    try {
+      json = encode(value, ops.op_dsh_output_remaining());
+    } catch {
+      json = undefined;
+    }
+    if (json === undefined) ops.op_dsh_settle(SETTLE_INVALID_OUTPUT, "program completion must be lossless JSON");
+    else if (json === TOO_LARGE) ops.op_dsh_settle(SETTLE_OUTPUT_LIMIT, "");
+    else ops.op_dsh_settle(SETTLE_VALUE, json);
+  }
+
+  /**
+   * Build the per-run globals the program sees: one null-prototype object of
+   * async functions per binding namespace, and one error class per
+   * namespace that declares one.
+   */
+  function installBindings(descriptor) {
+    const namespaces = descriptor.namespaces;
+    for (let n = 0; n < namespaces.length; n++) {
+      const ns = namespaces[n];
+      let ErrorClass;
+      if (ns.errorClass) {
+        const { name, memberNameProperty } = ns.errorClass;
+        ErrorClass = class extends SafeError {
+          constructor(memberName, message) {
+            super(message);
+            ObjectDefineProperty(this, "name", { __proto__: null, value: name, enumerable: true, writable: true, configurable: true });
+            ObjectDefineProperty(this, memberNameProperty, { __proto__: null, value: memberName, enumerable: true, writable: true, configurable: true });
+          }
+        };
+        ObjectDefineProperty(ErrorClass, "name", { __proto__: null, value: name });
+        ObjectDefineProperty(globalThis, name, { __proto__: null, value: ErrorClass, writable: true, configurable: true, enumerable: false });
+      }
+      const fail = (memberName, message) =>
+        ErrorClass === undefined ? new SafeError(message) : new ErrorClass(memberName, message);
+      const target = ObjectCreate(null);
+      const names = ns.functions;
+      for (let f = 0; f < names.length; f++) {
+        const memberName = names[f];
+        const call = function (args) {
+          const json = encode(args);
+          if (json === undefined || json === TOO_LARGE) {
+            const error = fail(memberName, "binding arguments must be lossless JSON");
+            p.ErrorCaptureStackTrace(error, call);
+            return p.PromiseReject(error);
+          }
+          const site = fail(memberName, "");
+          p.ErrorCaptureStackTrace(site, call);
+          return PromisePrototypeThen(
+            ops.op_dsh_call(n, f, json),
+            (text) => {
+              const value = losslessJson.decode(text);
+              if (value === undefined && text !== undefined) {
+                throw fail(memberName, "binding resolution must be lossless JSON");
+              }
+              return value;
+            },
+            (error) => {
+              const rejection = fail(memberName, String(error && error.message));
+              const stack = site.stack;
+              // Point the rejection's stack at the program's call site.
+              if (typeof stack === "string") {
+                const firstNewline = p.StringPrototypeIndexOf(stack, "\n");
+                ObjectDefineProperty(rejection, "stack", {
+                  __proto__: null,
+                  value: p.ErrorPrototypeToString(rejection) + (firstNewline >= 0 ? p.StringPrototypeSlice(stack, firstNewline) : ""),
+                  writable: true,
+                  configurable: true,
+                  enumerable: false,
+                });
+              }
+              throw rejection;
+            },
+          );
+        };
+        ObjectDefineProperty(call, "name", { __proto__: null, value: memberName });
+        ObjectDefineProperty(target, memberName, { __proto__: null, value: call, enumerable: true, writable: true, configurable: true });
+      }
+      ObjectDefineProperty(globalThis, ns.global, { __proto__: null, value: target, writable: true, configurable: true, enumerable: false });
+    }
+  }
+
+  /**
+   * Run one program: `program` is the compiled async function. Settles
+   * exactly once through op_dsh_settle: with the completion, with the first
+   * thrown value, or with an unhandled rejection / a throw in a timer.
+   */
+  function run(descriptorJson, program) {
+    installBindings(JSONParse(descriptorJson));
+    const failure = SafePromiseWithResolvers();
+    dsh.reportFailure = (error) => failure.reject(error);
+    core.setUnhandledPromiseRejectionHandler((_promise, reason) => {
+      failure.reject(reason);
+      return true;
+    });
+    core.setHandledPromiseRejectionHandler(() => {});
+    let completion;
+    try {
+      completion = ReflectApply(program, undefined, []);
+    } catch (error) {
+      completion = p.PromiseReject(error);
+    }
+    const settled = SafePromiseWithResolvers();
+    let done = false;
+    const onValue = (value) => {
+      if (done) return;
+      done = true;
+      try {
+        settleValue(value);
+      } finally {
+        settled.resolve();
+      }
+    };
+    const onError = (error) => {
+      if (done) return;
+      done = true;
+      try {
+        settleException(error);
+      } finally {
+        settled.resolve();
+      }
+    };
+    PromisePrototypeThen(completion, onValue, onError);
+    PromisePrototypeThen(failure.promise, undefined, onError);
+    return settled.promise;
+  }
+
+  /** Strip every internal handle from the global and hand back the driver. */
+  function seal() {
+    const g = globalThis;
+    g.console = dsh.makeConsole();
+    ObjectDefineProperty(g, "process", { __proto__: null, value: dsh.makeProcess(), writable: true, configurable: true, enumerable: false });
+    dsh.installWebGlobals(g);
+    delete g.Deno;
+    delete g.__bootstrap;
+    delete g.__dsh;
+    delete g.WebAssembly;
+    return run;
+  }
+
+  dsh.seal = seal;
+})(globalThis);

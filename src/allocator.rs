@@ -1,0 +1,96 @@
+//! A capped ArrayBuffer allocator: memory outside the V8 heap (ArrayBuffer
+//! and typed-array backing stores) counted per isolate and refused past the
+//! external-memory cap. A refusal stops the run (`worker-exit`), so a
+//! program cannot catch the RangeError and carry on probing.
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use deno_core::v8;
+
+use crate::control::{lock, RunControl, StopReason};
+
+/// Per-isolate accounting of backing-store memory.
+pub struct ExternalMemory {
+  limit: usize,
+  used: AtomicUsize,
+  run: Mutex<Option<Arc<RunControl>>>,
+}
+
+impl ExternalMemory {
+  pub fn new(limit: usize) -> Arc<Self> {
+    Arc::new(ExternalMemory { limit, used: AtomicUsize::new(0), run: Mutex::new(None) })
+  }
+
+  /// The run to stop when the cap is crossed.
+  pub fn attach(&self, run: Option<Arc<RunControl>>) {
+    *lock(&self.run) = run;
+  }
+
+  /// A V8 allocator that charges this account.
+  pub fn allocator(self: &Arc<Self>) -> v8::UniqueRef<v8::Allocator> {
+    let handle = Arc::into_raw(self.clone());
+    // SAFETY: `handle` stays valid until V8 calls `drop_handle`, which
+    // releases exactly the reference created by `Arc::into_raw` above.
+    unsafe { v8::new_rust_allocator(handle, &VTABLE) }
+  }
+
+  fn reserve(&self, len: usize) -> bool {
+    let mut used = self.used.load(Ordering::Relaxed);
+    loop {
+      let Some(next) = used.checked_add(len).filter(|next| *next <= self.limit) else {
+        if let Some(run) = lock(&self.run).as_ref() {
+          run.stop(StopReason::ExternalMemory);
+        }
+        return false;
+      };
+      match self.used.compare_exchange_weak(used, next, Ordering::Relaxed, Ordering::Relaxed) {
+        Ok(_) => return true,
+        Err(actual) => used = actual,
+      }
+    }
+  }
+}
+
+static VTABLE: v8::RustAllocatorVtable<ExternalMemory> = v8::RustAllocatorVtable {
+  allocate,
+  allocate_uninitialized,
+  free,
+  drop: drop_handle,
+};
+
+unsafe extern "C" fn allocate(account: &ExternalMemory, len: usize) -> *mut c_void {
+  if !account.reserve(len) {
+    return std::ptr::null_mut();
+  }
+  // SAFETY: calloc with a non-zero size; V8 owns the block until `free`.
+  let block = unsafe { libc::calloc(len.max(1), 1) };
+  if block.is_null() {
+    account.used.fetch_sub(len, Ordering::Relaxed);
+  }
+  block
+}
+
+unsafe extern "C" fn allocate_uninitialized(account: &ExternalMemory, len: usize) -> *mut c_void {
+  if !account.reserve(len) {
+    return std::ptr::null_mut();
+  }
+  // SAFETY: malloc with a non-zero size; V8 owns the block until `free`.
+  let block = unsafe { libc::malloc(len.max(1)) };
+  if block.is_null() {
+    account.used.fetch_sub(len, Ordering::Relaxed);
+  }
+  block
+}
+
+unsafe extern "C" fn free(account: &ExternalMemory, data: *mut c_void, len: usize) {
+  // SAFETY: `data` came from calloc/malloc above (or is null, which free accepts).
+  unsafe { libc::free(data) };
+  account.used.fetch_sub(len, Ordering::Relaxed);
+}
+
+unsafe extern "C" fn drop_handle(account: *const ExternalMemory) {
+  // SAFETY: releases the reference leaked by `Arc::into_raw` in `allocator()`.
+  drop(unsafe { Arc::from_raw(account) });
+}

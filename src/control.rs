@@ -1,0 +1,112 @@
+//! One run's stop switch, shared by every thread that may end it: the
+//! watchdog (budgets), the Node thread (abort, disposal) and the run's own
+//! isolate thread (exit, output cap, heap and external-memory caps).
+//!
+//! The first reason wins. Stopping terminates the isolate's JS (a hot loop
+//! included) and wakes the run's event loop, which may be parked waiting
+//! on a host call that termination alone would not interrupt.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use deno_core::v8;
+use tokio::sync::Notify;
+
+/// Why a run was stopped from outside its program's normal completion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+  /// The request's signal fired; the text is `String(signal.reason)`.
+  Abort(Vec<u16>),
+  /// The runtime was disposed while the run was live.
+  Disposed,
+  /// The program burned its CPU budget.
+  ComputeBudget,
+  /// The wall-clock ceiling was reached.
+  WallCeiling,
+  /// The isolate reached its heap cap.
+  HeapLimit,
+  /// ArrayBuffer memory reached the external-memory cap.
+  ExternalMemory,
+  /// The program called `process.exit(code)`.
+  Exit(i32),
+  /// A log entry crossed the output cap.
+  OutputLimit,
+}
+
+/// The shared stop switch of one run.
+#[derive(Default)]
+pub struct RunControl {
+  reason: Mutex<Option<StopReason>>,
+  isolate: Mutex<Option<v8::IsolateHandle>>,
+  /// Set once the program settled: later stop requests change nothing.
+  settled: AtomicBool,
+  wake: Notify,
+}
+
+impl RunControl {
+  pub fn new() -> Self {
+    Self::default()
+  }
+
+  /// Stop the run for `reason` unless it already stopped or settled.
+  /// Returns whether this call was the one that stopped it.
+  pub fn stop(&self, reason: StopReason) -> bool {
+    {
+      let mut slot = lock(&self.reason);
+      if slot.is_some() || self.settled.load(Ordering::SeqCst) {
+        return false;
+      }
+      *slot = Some(reason);
+    }
+    if let Some(isolate) = lock(&self.isolate).as_ref() {
+      isolate.terminate_execution();
+    }
+    self.wake.notify_one();
+    true
+  }
+
+  /// The reason the run was stopped, if it was.
+  pub fn reason(&self) -> Option<StopReason> {
+    lock(&self.reason).clone()
+  }
+
+  /// Record that the program settled; returns false if it had already
+  /// been stopped (the stop then decides the outcome).
+  pub fn settle(&self) -> bool {
+    let slot = lock(&self.reason);
+    if slot.is_some() {
+      return false;
+    }
+    self.settled.store(true, Ordering::SeqCst);
+    true
+  }
+
+  /// Attach the isolate that runs the program (a stop that came earlier
+  /// terminates it at once); `None` detaches it when the run ends.
+  pub fn attach_isolate(&self, isolate: Option<v8::IsolateHandle>) {
+    let mut slot = lock(&self.isolate);
+    *slot = isolate;
+    if let Some(isolate) = slot.as_ref() {
+      if lock(&self.reason).is_some() {
+        isolate.terminate_execution();
+      }
+    }
+  }
+
+  /// Resolves once the run has been stopped.
+  pub async fn stopped(&self) {
+    loop {
+      let notified = self.wake.notified();
+      if self.reason().is_some() {
+        return;
+      }
+      notified.await;
+    }
+  }
+}
+
+/// Lock a mutex, recovering the data if a panicking thread poisoned it (the
+/// state guarded here stays consistent under any interleaving).
+pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+  mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

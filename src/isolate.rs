@@ -1,0 +1,82 @@
+//! A fresh, sealed isolate, made from the startup snapshot ahead of the run
+//! that will use it: the pool thread prepares its next isolate while idle,
+//! so a run never pays isolate creation on its critical path.
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use deno_core::{v8, JsRuntime, ModuleLoadResponse, ModuleLoader, ModuleSpecifier, RuntimeOptions};
+use deno_error::JsErrorBox;
+
+use crate::allocator::ExternalMemory;
+use crate::config::RuntimeConfig;
+use crate::sandbox_ext::dsh_sandbox;
+
+static SNAPSHOT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/SANDBOX_SNAPSHOT.bin"));
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// A JsRuntime whose global has been sealed (no Deno, no ops reachable),
+/// with the driver function that runs one program in it.
+pub struct PreparedIsolate {
+  pub runtime: JsRuntime,
+  pub driver: v8::Global<v8::Function>,
+  pub external_memory: Arc<ExternalMemory>,
+}
+
+/// Refuses every module: a program has no `import()` of anything.
+struct NoModules;
+
+impl ModuleLoader for NoModules {
+  fn resolve(
+    &self,
+    specifier: &str,
+    _referrer: &str,
+    _kind: deno_core::ResolutionKind,
+  ) -> Result<ModuleSpecifier, deno_core::error::ModuleLoaderError> {
+    Err(JsErrorBox::type_error(format!("Cannot import '{specifier}': modules are not available in this sandbox")))
+  }
+
+  fn load(
+    &self,
+    specifier: &ModuleSpecifier,
+    _referrer: Option<&deno_core::ModuleLoadReferrer>,
+    _options: deno_core::ModuleLoadOptions,
+  ) -> ModuleLoadResponse {
+    ModuleLoadResponse::Sync(Err(JsErrorBox::type_error(format!(
+      "Cannot import '{specifier}': modules are not available in this sandbox"
+    ))))
+  }
+}
+
+impl PreparedIsolate {
+  /// Create and seal an isolate. Must be called inside the pool thread's
+  /// tokio runtime context.
+  pub fn new(config: &RuntimeConfig) -> Result<PreparedIsolate, String> {
+    let external_memory = ExternalMemory::new((config.max_external_memory_mb * MIB) as usize);
+    let heap_bytes = (config.max_old_generation_size_mb * MIB) as usize;
+    let params = v8::CreateParams::default()
+      .heap_limits(0, heap_bytes)
+      .array_buffer_allocator(external_memory.allocator())
+      .allow_atomics_wait(false);
+    let mut runtime = JsRuntime::try_new(RuntimeOptions {
+      startup_snapshot: Some(SNAPSHOT),
+      extensions: vec![dsh_sandbox::init()],
+      create_params: Some(params),
+      module_loader: Some(Rc::new(NoModules)),
+      ..Default::default()
+    })
+    .map_err(|error| format!("creating an isolate failed: {error}"))?;
+    let sealed = runtime
+      .execute_script("ext:dsh_sandbox/seal.js", "__dsh.seal()")
+      .map_err(|error| format!("sealing an isolate failed: {error}"))?;
+    let driver = {
+      deno_core::scope!(scope, runtime);
+      let local = v8::Local::new(scope, sealed);
+      let function = v8::Local::<v8::Function>::try_from(local)
+        .map_err(|_| "the sandbox bootstrap did not return its driver".to_owned())?;
+      v8::Global::new(scope, function)
+    };
+    Ok(PreparedIsolate { runtime, driver, external_memory })
+  }
+}

@@ -1,0 +1,300 @@
+//! The output ledger: one exact JSON byte budget over the run's logs and its
+//! completion value or failure message (CONTRACT section 6).
+//!
+//! Text is kept as UTF-16 code units, exactly as V8 and Node hold it, so a
+//! lone surrogate is measured (and returned) as what it is rather than as a
+//! lossy replacement character.
+
+/// What the final result of a run carries besides its logs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Completion {
+  /// The program returned `undefined`: the result has no `value` key.
+  NoValue,
+  /// The program returned this compact JSON text.
+  Value(String),
+  /// The run failed.
+  Failure { kind: FailureKind, message: Vec<u16> },
+}
+
+/// The failure taxonomy of the seam (`CodeRunFailure.kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+  Exception,
+  Timeout,
+  Abort,
+  WorkerExit,
+  InvalidOutput,
+  OutputLimit,
+}
+
+impl FailureKind {
+  /// The seam's spelling of the kind.
+  pub fn as_str(self) -> &'static str {
+    match self {
+      FailureKind::Exception => "exception",
+      FailureKind::Timeout => "timeout",
+      FailureKind::Abort => "abort",
+      FailureKind::WorkerExit => "worker-exit",
+      FailureKind::InvalidOutput => "invalid-output",
+      FailureKind::OutputLimit => "output-limit",
+    }
+  }
+}
+
+/// A finished run's output, already within the cap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+  pub logs: Vec<Vec<u16>>,
+  pub completion: Completion,
+}
+
+/// JSON-string bytes of one code point (or lone surrogate) inside quotes.
+fn unit_cost(unit: u16) -> u64 {
+  match unit {
+    0x22 | 0x5c => 2,                         // \" and \\
+    0x08 | 0x09 | 0x0a | 0x0c | 0x0d => 2,    // \b \t \n \f \r
+    0x00..=0x1f => 6,                         // \u00XX
+    0x20..=0x7f => 1,
+    0x80..=0x7ff => 2,
+    0xd800..=0xdfff => 6,                     // lone surrogate: \uXXXX
+    _ => 3,
+  }
+}
+
+/// Walk `text` by code points, yielding (units consumed, JSON bytes).
+fn code_points(text: &[u16]) -> impl Iterator<Item = (usize, u64)> + '_ {
+  let mut i = 0;
+  std::iter::from_fn(move || {
+    let unit = *text.get(i)?;
+    let paired = (0xd800..=0xdbff).contains(&unit)
+      && text.get(i + 1).is_some_and(|next| (0xdc00..=0xdfff).contains(next));
+    let step = if paired { (2, 4) } else { (1, unit_cost(unit)) };
+    i += step.0;
+    Some(step)
+  })
+}
+
+/// JSON string size of `text` (quotes included), or `None` once it would
+/// exceed `max` (so a huge text is never walked past the budget).
+pub fn json_string_bytes_up_to(text: &[u16], max: u64) -> Option<u64> {
+  let mut bytes = 2u64;
+  if bytes > max {
+    return None;
+  }
+  for (_, cost) in code_points(text) {
+    bytes += cost;
+    if bytes > max {
+      return None;
+    }
+  }
+  Some(bytes)
+}
+
+/// The longest code-point-aligned prefix of `text` whose JSON string size
+/// fits `max` bytes (empty when not even the quotes fit).
+pub fn truncate_to_json_bytes(text: &[u16], max: u64) -> &[u16] {
+  if max < 2 {
+    return &[];
+  }
+  let mut bytes = 2u64;
+  let mut end = 0usize;
+  for (units, cost) in code_points(text) {
+    if bytes + cost > max {
+      break;
+    }
+    bytes += cost;
+    end += units;
+  }
+  &text[..end]
+}
+
+/// The running account of one run's output.
+pub struct OutputLedger {
+  cap: u64,
+  /// Bytes of the serialized logs array so far (starts at `[]`).
+  used: u64,
+  logs: Vec<Vec<u16>>,
+  /// The first entry that did not fit, cut to at most `cap` units: the
+  /// output-limit result keeps a prefix of it.
+  overflow: Option<Vec<u16>>,
+}
+
+impl OutputLedger {
+  pub fn new(cap: u64) -> Self {
+    OutputLedger { cap, used: 2, logs: Vec::new(), overflow: None }
+  }
+
+  /// The configured cap.
+  pub fn cap(&self) -> u64 {
+    self.cap
+  }
+
+  /// Whether an entry has already overflowed the cap.
+  pub fn overflowed(&self) -> bool {
+    self.overflow.is_some()
+  }
+
+  /// Bytes left for the completion value or failure message.
+  pub fn remaining(&self) -> u64 {
+    self.cap.saturating_sub(self.used)
+  }
+
+  /// Admit one log entry. Returns false (and remembers the entry) when it
+  /// does not fit: the run must then stop with output-limit.
+  pub fn admit(&mut self, mut text: Vec<u16>) -> bool {
+    if self.overflow.is_some() {
+      return false;
+    }
+    let separator = u64::from(!self.logs.is_empty());
+    let available = self.cap.saturating_sub(self.used + separator);
+    match json_string_bytes_up_to(&text, available) {
+      Some(bytes) if self.used + separator + bytes <= self.cap => {
+        self.used += separator + bytes;
+        self.logs.push(text);
+        true
+      }
+      _ => {
+        // No prefix longer than `cap` units can ever be kept.
+        let keep = usize::try_from(self.cap).unwrap_or(usize::MAX).min(text.len());
+        text.truncate(keep);
+        self.overflow = Some(text);
+        false
+      }
+    }
+  }
+
+  /// Finish with a JSON completion value (already compact JSON text).
+  pub fn finish_value(self, json: String) -> Output {
+    if self.overflow.is_some() || json.len() as u64 > self.remaining() {
+      return self.finish_output_limit();
+    }
+    Output { logs: self.logs, completion: Completion::Value(json) }
+  }
+
+  /// Finish with no value (the program returned `undefined`).
+  pub fn finish_no_value(self) -> Output {
+    if self.overflow.is_some() {
+      return self.finish_output_limit();
+    }
+    Output { logs: self.logs, completion: Completion::NoValue }
+  }
+
+  /// Finish with a failure; an oversized message becomes output-limit.
+  pub fn finish_failure(self, kind: FailureKind, message: Vec<u16>) -> Output {
+    if self.overflow.is_some() || json_string_bytes_up_to(&message, self.remaining()).is_none() {
+      return self.finish_output_limit();
+    }
+    Output { logs: self.logs, completion: Completion::Failure { kind, message } }
+  }
+
+  /// Finish with output-limit: every whole entry that fits with room
+  /// reserved for the message, then a prefix of the first that does not,
+  /// then the message itself cut to what remains.
+  pub fn finish_output_limit(self) -> Output {
+    let message: Vec<u16> = format!("outer output exceeded {} bytes", self.cap).encode_utf16().collect();
+    let message_bytes = message.len() as u64 + 2;
+    let log_budget = self.cap.saturating_sub(message_bytes);
+    let mut kept: Vec<Vec<u16>> = Vec::new();
+    let mut kept_bytes = 2u64;
+    for text in self.logs.into_iter().chain(self.overflow) {
+      let separator = u64::from(!kept.is_empty());
+      let available = log_budget.saturating_sub(kept_bytes + separator);
+      if kept_bytes + separator > log_budget {
+        break;
+      }
+      if let Some(bytes) = json_string_bytes_up_to(&text, available) {
+        kept_bytes += separator + bytes;
+        kept.push(text);
+        continue;
+      }
+      let prefix = truncate_to_json_bytes(&text, available);
+      if !prefix.is_empty() {
+        kept_bytes += separator + json_string_bytes_up_to(prefix, available).unwrap_or(available);
+        kept.push(prefix.to_vec());
+      }
+      break;
+    }
+    let message = truncate_to_json_bytes(&message, self.cap.saturating_sub(kept_bytes)).to_vec();
+    Output { logs: kept, completion: Completion::Failure { kind: FailureKind::OutputLimit, message } }
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn u(s: &str) -> Vec<u16> {
+    s.encode_utf16().collect()
+  }
+
+  fn total(output: &Output) -> u64 {
+    let logs: u64 = 2
+      + output.logs.iter().map(|l| json_string_bytes_up_to(l, u64::MAX).unwrap()).sum::<u64>()
+      + output.logs.len().saturating_sub(1) as u64;
+    logs
+      + match &output.completion {
+        Completion::NoValue => 0,
+        Completion::Value(json) => json.len() as u64,
+        Completion::Failure { message, .. } => json_string_bytes_up_to(message, u64::MAX).unwrap(),
+      }
+  }
+
+  #[test]
+  fn string_costs_follow_the_contract() {
+    assert_eq!(json_string_bytes_up_to(&u(""), 100), Some(2));
+    assert_eq!(json_string_bytes_up_to(&u("\"\\"), 100), Some(6));
+    assert_eq!(json_string_bytes_up_to(&u("\u{8}\t\n\u{c}\r"), 100), Some(12));
+    assert_eq!(json_string_bytes_up_to(&u("\u{1}\u{1f}"), 100), Some(14));
+    assert_eq!(json_string_bytes_up_to(&u("€"), 100), Some(5));
+    assert_eq!(json_string_bytes_up_to(&u("é"), 100), Some(4));
+    assert_eq!(json_string_bytes_up_to(&u("😀"), 100), Some(6));
+    assert_eq!(json_string_bytes_up_to(&[0xd800], 100), Some(8));
+    assert_eq!(json_string_bytes_up_to(&[0xdc00, 0xd800], 100), Some(14));
+    assert_eq!(json_string_bytes_up_to(&u("abc"), 4), None);
+  }
+
+  #[test]
+  fn value_and_logs_share_one_cap() {
+    let mut ledger = OutputLedger::new(11);
+    assert!(ledger.admit(u("abc")));
+    let out = ledger.finish_value("\"xy\"".into());
+    assert_eq!(out.completion, Completion::Value("\"xy\"".into()));
+
+    let mut ledger = OutputLedger::new(10);
+    assert!(ledger.admit(u("abc")));
+    let out = ledger.finish_value("\"xy\"".into());
+    assert!(matches!(out.completion, Completion::Failure { kind: FailureKind::OutputLimit, .. }));
+    assert!(total(&out) <= 10);
+  }
+
+  #[test]
+  fn euro_fits_seven_not_six() {
+    assert!(matches!(OutputLedger::new(7).finish_value("\"€\"".into()).completion, Completion::Value(_)));
+    assert!(matches!(
+      OutputLedger::new(6).finish_value("\"€\"".into()).completion,
+      Completion::Failure { kind: FailureKind::OutputLimit, .. }
+    ));
+  }
+
+  #[test]
+  fn output_limit_keeps_a_prefix_and_never_exceeds_the_cap() {
+    for cap in 4..200u64 {
+      let mut ledger = OutputLedger::new(cap);
+      let mut i = 0;
+      while ledger.admit(u(&format!("line {i} €😀\"\n"))) {
+        i += 1;
+      }
+      let out = ledger.finish_output_limit();
+      assert!(total(&out) <= cap, "cap {cap}");
+      if cap == 4 {
+        assert_eq!(out.completion, Completion::Failure { kind: FailureKind::OutputLimit, message: vec![] });
+      }
+    }
+  }
+
+  #[test]
+  fn prefix_is_code_point_aligned() {
+    assert_eq!(truncate_to_json_bytes(&u("a😀b"), 6), &u("a")[..]);
+    assert_eq!(truncate_to_json_bytes(&u("a😀b"), 7), &u("a😀")[..]);
+  }
+}

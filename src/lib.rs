@@ -1,0 +1,267 @@
+//! `dsh-code-runtime-v8`: the napi surface. Deliberately thin: it converts
+//! between JS values and the Rust run lifecycle (see `run`, `pool`,
+//! `bridge`, `watchdog`, `ledger`, `transpile`) and owns nothing else.
+
+#![deny(clippy::unwrap_used)]
+
+mod allocator;
+mod bridge;
+mod config;
+mod control;
+mod isolate;
+pub mod ledger;
+mod platform;
+mod pool;
+mod run;
+mod sandbox_ext;
+pub mod transpile;
+mod watchdog;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi_derive::napi;
+
+use crate::bridge::Bridge;
+use crate::config::RuntimeConfig;
+use crate::control::{lock, RunControl, StopReason};
+use crate::ledger::{Completion, FailureKind, Output, OutputLedger};
+use crate::pool::{Pool, Submission};
+use crate::run::RunJob;
+
+/// The runtime's caps, as validated by the TypeScript layer.
+#[napi(object)]
+pub struct NativeConfig {
+  /// CPU time a program may burn, in milliseconds.
+  pub compute_ms: f64,
+  /// Wall-clock ceiling of a run, in milliseconds.
+  pub max_wall_ms: f64,
+  /// Exact JSON byte cap over logs plus value or failure message.
+  pub max_output_bytes: f64,
+  /// Heap cap of a program's isolate, in MiB.
+  pub max_old_generation_size_mb: f64,
+  /// Cap on ArrayBuffer memory outside the heap, in MiB.
+  pub max_external_memory_mb: f64,
+  /// Number of isolate threads.
+  pub pool_size: u32,
+  /// Runs that may wait for a free isolate.
+  pub max_queued_runs: u32,
+}
+
+/// One program-to-host call, as handed to the host.
+#[napi(object)]
+pub struct NativeHostCall {
+  pub run_id: u32,
+  pub call_id: u32,
+  pub namespace: u32,
+  pub function: u32,
+  /// Lossless JSON text of the argument.
+  pub args: String,
+}
+
+/// A finished run. `valueJson` is present iff the run completed with a
+/// value; `errorKind`/`errorMessage` iff it failed.
+#[napi(object)]
+pub struct NativeRunResult {
+  pub logs: Vec<Utf16String>,
+  pub value_json: Option<String>,
+  pub error_kind: Option<String>,
+  pub error_message: Option<Utf16String>,
+}
+
+impl From<Output> for NativeRunResult {
+  fn from(output: Output) -> Self {
+    let logs = output.logs.into_iter().map(Utf16String::from).collect();
+    match output.completion {
+      Completion::NoValue => NativeRunResult { logs, value_json: None, error_kind: None, error_message: None },
+      Completion::Value(json) => NativeRunResult { logs, value_json: Some(json), error_kind: None, error_message: None },
+      Completion::Failure { kind, message } => NativeRunResult {
+        logs,
+        value_json: None,
+        error_kind: Some(kind.as_str().to_owned()),
+        error_message: Some(Utf16String::from(message)),
+      },
+    }
+  }
+}
+
+#[derive(serde::Deserialize)]
+struct BindingsDescriptor {
+  namespaces: Vec<NamespaceDescriptor>,
+}
+
+#[derive(serde::Deserialize)]
+struct NamespaceDescriptor {
+  functions: Vec<String>,
+}
+
+/// The host side of the bridge: a wake-up that asks the Node thread to
+/// drain queued calls. Weak (unref'd): pending runs keep Node alive through
+/// their own promises, an idle runtime does not.
+type WakeHost = ThreadsafeFunction<(), Unknown<'static>, (), Status, false, true>;
+
+struct Core {
+  pool: Pool,
+  bridge: Arc<Bridge>,
+  live: Mutex<HashMap<u32, Arc<RunControl>>>,
+  disposed: AtomicBool,
+  max_output_bytes: u64,
+}
+
+impl Core {
+  /// Stop every live run with `reason`, stop and join every thread.
+  fn shutdown(&self, reason: StopReason) {
+    self.disposed.store(true, Ordering::SeqCst);
+    let live: Vec<_> = lock(&self.live).values().cloned().collect();
+    for control in live {
+      control.stop(reason.clone());
+    }
+    self.pool.shutdown();
+  }
+}
+
+/// A pool of V8 isolates that runs programs (one `V8CodeRuntime`).
+#[napi]
+pub struct NativeRuntime {
+  core: Arc<Core>,
+}
+
+type Resolver<T> = Box<dyn FnOnce(Env) -> Result<T> + Send>;
+
+#[napi]
+impl NativeRuntime {
+  /// Start the pool. `onCalls` is invoked (with no arguments) whenever host
+  /// calls are waiting; it must call `drainCalls()`.
+  #[napi(constructor)]
+  pub fn new(env: Env, config: NativeConfig, on_calls: Function<(), Unknown<'static>>) -> Result<Self> {
+    let config = RuntimeConfig {
+      compute_ms: config.compute_ms,
+      max_wall_ms: config.max_wall_ms,
+      max_output_bytes: if config.max_output_bytes.is_finite() && config.max_output_bytes >= 4.0 {
+        config.max_output_bytes as u64
+      } else {
+        0
+      },
+      max_old_generation_size_mb: config.max_old_generation_size_mb,
+      max_external_memory_mb: config.max_external_memory_mb,
+      pool_size: config.pool_size as usize,
+      max_queued_runs: config.max_queued_runs as usize,
+    };
+    config.validate().map_err(|message| Error::new(Status::InvalidArg, message))?;
+    platform::ensure_initialized();
+
+    let wake: WakeHost = on_calls.build_threadsafe_function().weak::<true>().build()?;
+    let bridge = Arc::new(Bridge::new(Box::new(move || {
+      wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
+    })));
+    let max_output_bytes = config.max_output_bytes;
+    let pool = Pool::start(config, bridge.clone())
+      .map_err(|error| Error::new(Status::GenericFailure, format!("starting the isolate pool failed: {error}")))?;
+    let core = Arc::new(Core { pool, bridge, live: Mutex::default(), disposed: AtomicBool::new(false), max_output_bytes });
+    // At environment teardown (process exit, worker exit) stop and join the
+    // pool: no isolate thread may outlive the environment that owns it.
+    env.add_env_cleanup_hook(core.clone(), |core| core.shutdown(StopReason::Disposed))?;
+    Ok(NativeRuntime { core })
+  }
+
+  /// Run one program. Resolves with the run's result; rejects only when the
+  /// runtime is disposed or the queue is full.
+  #[napi(ts_return_type = "Promise<NativeRunResult>")]
+  pub fn run<'env>(&self, env: &'env Env, run_id: u32, program: String, bindings_json: String) -> Result<Object<'env>> {
+    if self.core.disposed.load(Ordering::SeqCst) {
+      return Err(Error::new(Status::GenericFailure, "run() after disposal"));
+    }
+    let descriptor: BindingsDescriptor = serde_json::from_str(&bindings_json)
+      .map_err(|error| Error::new(Status::InvalidArg, format!("invalid bindings descriptor: {error}")))?;
+    let function_counts = descriptor.namespaces.iter().map(|ns| ns.functions.len() as u32).collect();
+    let (deferred, promise) = env.create_deferred::<NativeRunResult, Resolver<NativeRunResult>>()?;
+    let control = Arc::new(RunControl::new());
+    lock(&self.core.live).insert(run_id, control.clone());
+    let core = Arc::downgrade(&self.core);
+    let submission = Submission {
+      job: RunJob { run_id, program, bindings_json, function_counts, control },
+      deliver: Box::new(move |output| {
+        if let Some(core) = core.upgrade() {
+          lock(&core.live).remove(&run_id);
+        }
+        let result = NativeRunResult::from(output);
+        deferred.resolve(Box::new(move |_env| Ok(result)));
+      }),
+    };
+    if let Err(refused) = self.core.pool.submit(submission) {
+      lock(&self.core.live).remove(&run_id);
+      let reason = if self.core.disposed.load(Ordering::SeqCst) {
+        "run() after disposal"
+      } else {
+        "the run queue is full (config.maxQueuedRuns); wait for runs to finish or raise the limit"
+      };
+      drop(refused);
+      return Err(Error::new(Status::GenericFailure, reason));
+    }
+    Ok(promise)
+  }
+
+  /// Abort a live run; its result reports `abort` with `reason`.
+  #[napi]
+  pub fn abort(&self, run_id: u32, reason: Utf16String) {
+    let control = lock(&self.core.live).get(&run_id).cloned();
+    if let Some(control) = control {
+      control.stop(StopReason::Abort(reason.to_vec()));
+    }
+  }
+
+  /// Take the host calls that are waiting.
+  #[napi]
+  pub fn drain_calls(&self) -> Vec<NativeHostCall> {
+    self
+      .core
+      .bridge
+      .drain()
+      .into_iter()
+      .map(|call| NativeHostCall {
+        run_id: call.run_id,
+        call_id: call.call_id,
+        namespace: call.namespace,
+        function: call.function,
+        args: call.args,
+      })
+      .collect()
+  }
+
+  /// Answer a host call: `ok` with resolution JSON text, else the rejection message.
+  #[napi]
+  pub fn reply(&self, run_id: u32, call_id: u32, ok: bool, text: String) {
+    self.core.bridge.reply(run_id, call_id, if ok { Ok(text) } else { Err(text) });
+  }
+
+  /// A result for a run that fails before it starts (a pre-aborted signal),
+  /// through the same output ledger as every other result.
+  #[napi]
+  pub fn fail_before_start(&self, kind: String, message: Utf16String) -> Result<NativeRunResult> {
+    let kind = match kind.as_str() {
+      "abort" => FailureKind::Abort,
+      "exception" => FailureKind::Exception,
+      _ => return Err(Error::new(Status::InvalidArg, format!("unknown failure kind {kind}"))),
+    };
+    Ok(OutputLedger::new(self.core.max_output_bytes).finish_failure(kind, message.to_vec()).into())
+  }
+
+  /// Dispose: live runs resolve `abort: runtime disposed`, every isolate
+  /// thread is stopped and joined, then the promise resolves.
+  #[napi(ts_return_type = "Promise<void>")]
+  pub fn dispose<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
+    let (deferred, promise) = env.create_deferred::<(), Resolver<()>>()?;
+    let core = self.core.clone();
+    std::thread::Builder::new()
+      .name("dsh-v8-dispose".into())
+      .spawn(move || {
+        core.shutdown(StopReason::Disposed);
+        deferred.resolve(Box::new(|_env| Ok(())));
+      })
+      .map_err(|error| Error::new(Status::GenericFailure, format!("disposal failed to start: {error}")))?;
+    Ok(promise)
+  }
+}

@@ -1,0 +1,264 @@
+//! The lifecycle of one run on a pool thread: transpile, attach the run to
+//! a prepared isolate, start the program, drive its event loop until it
+//! settles or is stopped, and turn what happened into the run's output
+//! through the ledger.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use deno_core::{v8, PollEventLoopOptions};
+
+use crate::bridge::Bridge;
+use crate::config::RuntimeConfig;
+use crate::control::{RunControl, StopReason};
+use crate::isolate::PreparedIsolate;
+use crate::ledger::{FailureKind, Output, OutputLedger};
+use crate::sandbox_ext::{HostCallFuture, HostSlot, SandboxHost, Settlement};
+use crate::transpile::{strip_types, PROGRAM_NAME};
+use crate::watchdog::{CpuClock, Watchdog};
+
+/// One run, as the pool receives it.
+pub struct RunJob {
+  pub run_id: u32,
+  pub program: String,
+  /// The binding namespaces, as JSON for the isolate's driver.
+  pub bindings_json: String,
+  /// How many functions each namespace has (calls are checked against it).
+  pub function_counts: Vec<u32>,
+  pub control: Arc<RunControl>,
+}
+
+/// What the pool thread shares with every run it executes.
+pub struct RunContext<'a> {
+  pub config: &'a RuntimeConfig,
+  pub bridge: &'a Arc<Bridge>,
+  pub watchdog: &'a Watchdog,
+  pub clock: Option<CpuClock>,
+}
+
+fn utf16(text: &str) -> Vec<u16> {
+  text.encode_utf16().collect()
+}
+
+/// The run's side of the ops (see [`SandboxHost`]).
+struct RunHost {
+  run_id: u32,
+  function_counts: Vec<u32>,
+  control: Arc<RunControl>,
+  bridge: Arc<Bridge>,
+  ledger: RefCell<Option<OutputLedger>>,
+  settlement: RefCell<Option<(Settlement, Vec<u16>)>>,
+  started: Instant,
+}
+
+impl SandboxHost for RunHost {
+  fn log(&self, text: Vec<u16>) -> bool {
+    let admitted = self.ledger.borrow_mut().as_mut().is_some_and(|ledger| ledger.admit(text));
+    if !admitted {
+      self.control.stop(StopReason::OutputLimit);
+    }
+    admitted
+  }
+
+  fn output_remaining(&self) -> f64 {
+    self.ledger.borrow().as_ref().map_or(0.0, |ledger| ledger.remaining() as f64)
+  }
+
+  fn call(&self, namespace: u32, function: u32, args: String) -> HostCallFuture {
+    let known = self.function_counts.get(namespace as usize).is_some_and(|count| function < *count);
+    if !known {
+      return Box::pin(async { Err("unknown binding".to_owned()) });
+    }
+    self.bridge.call(self.run_id, namespace, function, args)
+  }
+
+  fn settle(&self, settlement: Settlement, text: Vec<u16>) {
+    let mut slot = self.settlement.borrow_mut();
+    if slot.is_none() && self.control.settle() {
+      *slot = Some((settlement, text));
+    }
+  }
+
+  fn exit(&self, code: i32) {
+    self.control.stop(StopReason::Exit(code));
+  }
+
+  fn now_ms(&self) -> f64 {
+    self.started.elapsed().as_secs_f64() * 1000.0
+  }
+}
+
+/// The failure a stop reason reports.
+fn stop_failure(reason: &StopReason, config: &RuntimeConfig) -> (FailureKind, Vec<u16>) {
+  match reason {
+    StopReason::Abort(message) => (FailureKind::Abort, message.clone()),
+    StopReason::Disposed => (FailureKind::Abort, utf16("runtime disposed")),
+    StopReason::ComputeBudget => {
+      (FailureKind::Timeout, utf16(&format!("compute budget exhausted ({}ms busy)", config.compute_ms)))
+    }
+    StopReason::WallCeiling => {
+      (FailureKind::Timeout, utf16(&format!("wall-clock ceiling reached ({}ms)", config.max_wall_ms)))
+    }
+    StopReason::HeapLimit => (
+      FailureKind::WorkerExit,
+      utf16(&format!(
+        "heap limit reached: the program exceeded maxOldGenerationSizeMb ({} MiB)",
+        config.max_old_generation_size_mb
+      )),
+    ),
+    StopReason::ExternalMemory => (
+      FailureKind::WorkerExit,
+      utf16(&format!(
+        "external memory limit reached: ArrayBuffer memory exceeded maxExternalMemoryMb ({} MiB)",
+        config.max_external_memory_mb
+      )),
+    ),
+    StopReason::Exit(code) => (FailureKind::WorkerExit, utf16(&format!("worker exited with code {code} before completing"))),
+    StopReason::OutputLimit => (FailureKind::OutputLimit, Vec::new()),
+  }
+}
+
+/// Finish a run that was stopped, through the ledger.
+fn finish_stopped(ledger: OutputLedger, reason: &StopReason, config: &RuntimeConfig) -> Output {
+  match stop_failure(reason, config) {
+    (FailureKind::OutputLimit, _) => ledger.finish_output_limit(),
+    (kind, message) => ledger.finish_failure(kind, message),
+  }
+}
+
+/// Execute one run on `isolate` (which is consumed: an isolate is never
+/// reused after a run, terminated or not).
+pub async fn execute(mut isolate: PreparedIsolate, job: &RunJob, context: &RunContext<'_>) -> Output {
+  let config = context.config;
+  let control = &job.control;
+  let ledger = OutputLedger::new(config.max_output_bytes);
+  if let Some(reason) = control.reason() {
+    return finish_stopped(ledger, &reason, config);
+  }
+  let code = match strip_types(&job.program) {
+    Ok(code) => code,
+    Err(message) => return ledger.finish_failure(FailureKind::Exception, utf16(&message)),
+  };
+
+  let host = Rc::new(RunHost {
+    run_id: job.run_id,
+    function_counts: job.function_counts.clone(),
+    control: control.clone(),
+    bridge: context.bridge.clone(),
+    ledger: RefCell::new(Some(ledger)),
+    settlement: RefCell::new(None),
+    started: Instant::now(),
+  });
+  isolate.runtime.op_state().borrow_mut().put(HostSlot(host.clone()));
+  isolate.external_memory.attach(Some(control.clone()));
+  control.attach_isolate(Some(isolate.runtime.v8_isolate().thread_safe_handle()));
+  {
+    let control = control.clone();
+    isolate.runtime.add_near_heap_limit_callback(move |current, _initial| {
+      control.stop(StopReason::HeapLimit);
+      // Grant headroom so V8 unwinds the termination instead of aborting
+      // the whole process on an out-of-memory fatal error.
+      current.saturating_mul(2)
+    });
+  }
+  context.bridge.open(job.run_id);
+  if let Some(clock) = context.clock {
+    context.watchdog.meter_cpu(control, clock, Duration::from_secs_f64(config.compute_ms / 1000.0));
+  }
+
+  let loop_error = match start_program(&mut isolate, &code, &job.bindings_json) {
+    Err(message) => Some(message),
+    Ok(promise) => {
+      let runtime = &mut isolate.runtime;
+      let settled = runtime.resolve(promise);
+      tokio::select! {
+        biased;
+        _ = control.stopped() => None,
+        result = runtime.with_event_loop_promise(settled, PollEventLoopOptions::default()) => {
+          result.err().map(|error| event_loop_failure(&error))
+        }
+      }
+    }
+  };
+
+  context.watchdog.forget(control);
+  context.bridge.close(job.run_id);
+  control.attach_isolate(None);
+  isolate.external_memory.attach(None);
+  let ledger = host.ledger.borrow_mut().take().unwrap_or_else(|| OutputLedger::new(config.max_output_bytes));
+  let settlement = host.settlement.borrow_mut().take();
+  // Break the Rc cycle through OpState before the isolate is dropped.
+  isolate.runtime.op_state().borrow_mut().try_take::<HostSlot>();
+  drop(isolate);
+
+  if let Some((settlement, text)) = settlement {
+    return match settlement {
+      Settlement::Value => match String::from_utf16(&text) {
+        Ok(json) => ledger.finish_value(json),
+        Err(_) => ledger.finish_failure(FailureKind::InvalidOutput, utf16("program completion must be lossless JSON")),
+      },
+      Settlement::NoValue => ledger.finish_no_value(),
+      Settlement::Exception => ledger.finish_failure(FailureKind::Exception, text),
+      Settlement::InvalidOutput => ledger.finish_failure(FailureKind::InvalidOutput, text),
+      Settlement::OutputLimit => ledger.finish_output_limit(),
+    };
+  }
+  if let Some(reason) = control.reason() {
+    return finish_stopped(ledger, &reason, config);
+  }
+  let message = loop_error.unwrap_or_else(|| "the program ended without settling".to_owned());
+  ledger.finish_failure(FailureKind::Exception, utf16(&message))
+}
+
+/// Why the event loop ended without the program settling.
+fn event_loop_failure(error: &deno_core::error::CoreError) -> String {
+  let text = error.to_string();
+  if text.contains("Promise resolution is still pending") || text.contains("pending promise") {
+    return "the program's top-level promise can never settle: nothing is pending that could resolve it \
+            (an await on a promise that is never resolved)"
+      .to_owned();
+  }
+  text
+}
+
+/// Compile the program as the body of an async function (its line 1 is line
+/// 1 of the script origin) and hand it to the driver. Returns the driver's
+/// promise, or the message of a compile error.
+fn start_program(isolate: &mut PreparedIsolate, code: &str, bindings_json: &str) -> Result<v8::Global<v8::Value>, String> {
+  let PreparedIsolate { runtime, driver, .. } = isolate;
+  deno_core::scope!(scope, runtime);
+  v8::tc_scope!(let scope, scope);
+  let source_text = format!("(async function () {{'use strict';\n{code}\n}})");
+  let source = v8::String::new(scope, &source_text).ok_or("the program is too large")?;
+  let name = v8::String::new(scope, PROGRAM_NAME).ok_or("out of memory")?;
+  let origin = v8::ScriptOrigin::new(scope, name.into(), -1, 0, false, 0, None, false, false, false, None);
+  let Some(script) = v8::Script::compile(scope, source, Some(&origin)) else {
+    return Err(compile_error(scope));
+  };
+  let Some(program) = script.run(scope) else {
+    return Err(compile_error(scope));
+  };
+  let driver = v8::Local::new(scope, &*driver);
+  let descriptor = v8::String::new(scope, bindings_json).ok_or("the bindings are too large")?;
+  let undefined = v8::undefined(scope).into();
+  let Some(promise) = driver.call(scope, undefined, &[descriptor.into(), program]) else {
+    return Err(compile_error(scope));
+  };
+  Ok(v8::Global::new(scope, promise))
+}
+
+/// `SyntaxError: ... at program.ts:L:C` from the pending exception.
+fn compile_error(scope: &mut v8::PinnedRef<'_, v8::TryCatch<'_, '_, v8::HandleScope<'_>>>) -> String {
+  let Some(exception) = scope.exception() else {
+    return "the program could not be started".to_owned();
+  };
+  let message = v8::Exception::create_message(scope, exception);
+  let text = message.get(scope).to_rust_string_lossy(scope);
+  let text = text.strip_prefix("Uncaught ").unwrap_or(&text).to_owned();
+  match message.get_line_number(scope) {
+    Some(line) => format!("{text} at {PROGRAM_NAME}:{line}:{}", message.get_start_column() + 1),
+    None => text,
+  }
+}

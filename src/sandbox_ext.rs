@@ -1,0 +1,186 @@
+//! The deno_core extension that is a program's only door to the host.
+//!
+//! This file is compiled twice: into the addon, and into `build.rs`, which
+//! bakes the extension's JS (`js/*.js`) into the startup snapshot. It must
+//! therefore depend on nothing but deno_core, deno_error and libc: every op
+//! delegates to the [`SandboxHost`] that the run puts into the `OpState`.
+//!
+//! Every op treats its caller as hostile: the bootstrap captures the ops
+//! and deletes `Deno` before program code runs, but an op must still
+//! validate what it receives, as if a program could call it directly.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use deno_core::{op2, v8, OpState};
+use deno_error::JsErrorBox;
+
+/// A pending host call: resolves with the resolution's JSON text, or fails
+/// with the message the program-side rejection carries.
+pub type HostCallFuture = Pin<Box<dyn Future<Output = Result<String, String>>>>;
+
+/// How a program settled, as reported by the bootstrap's driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settlement {
+  /// Completed with a lossless JSON value (the text is its JSON).
+  Value,
+  /// Completed with `undefined`.
+  NoValue,
+  /// Threw (the text is the rendered exception).
+  Exception,
+  /// Completed with a value that is not lossless JSON.
+  InvalidOutput,
+  /// Completed with a value too large for what the logs left.
+  OutputLimit,
+}
+
+impl Settlement {
+  fn from_code(code: u32) -> Option<Self> {
+    Some(match code {
+      0 => Settlement::Value,
+      1 => Settlement::NoValue,
+      2 => Settlement::Exception,
+      3 => Settlement::InvalidOutput,
+      4 => Settlement::OutputLimit,
+      _ => return None,
+    })
+  }
+}
+
+/// What the ops ask of the run that owns the isolate.
+pub trait SandboxHost {
+  /// Append one log entry; false when the output cap is crossed (the run
+  /// is then being stopped).
+  fn log(&self, text: Vec<u16>) -> bool;
+  /// Bytes of the output cap still free.
+  fn output_remaining(&self) -> f64;
+  /// Ask the host to call `namespace`'s `function` with these JSON args.
+  fn call(&self, namespace: u32, function: u32, args: String) -> HostCallFuture;
+  /// The program settled (first report wins).
+  fn settle(&self, settlement: Settlement, text: Vec<u16>);
+  /// `process.exit(code)`.
+  fn exit(&self, code: i32);
+  /// Milliseconds since the run started (`performance.now`).
+  fn now_ms(&self) -> f64;
+}
+
+/// The slot in `OpState` that holds the current run's host.
+pub struct HostSlot(pub Rc<dyn SandboxHost>);
+
+fn host(state: &OpState) -> Result<Rc<dyn SandboxHost>, JsErrorBox> {
+  state
+    .try_borrow::<HostSlot>()
+    .map(|slot| slot.0.clone())
+    .ok_or_else(|| JsErrorBox::generic("no run is attached to this isolate"))
+}
+
+fn utf16(isolate: &v8::Isolate, text: &v8::String) -> Vec<u16> {
+  let mut buffer = vec![0u16; text.length()];
+  text.write_v2(isolate, 0, &mut buffer, v8::WriteFlags::empty());
+  buffer
+}
+
+#[op2(nofast)]
+fn op_dsh_log(
+  state: &mut OpState,
+  scope: &mut v8::PinScope,
+  text: v8::Local<v8::String>,
+) -> Result<bool, JsErrorBox> {
+  let text = utf16(scope, &text);
+  Ok(host(state)?.log(text))
+}
+
+#[op2(fast)]
+fn op_dsh_output_remaining(state: &mut OpState) -> Result<f64, JsErrorBox> {
+  Ok(host(state)?.output_remaining())
+}
+
+#[op2]
+#[string]
+async fn op_dsh_call(
+  state: Rc<RefCell<OpState>>,
+  namespace: u32,
+  function: u32,
+  #[string] args: String,
+) -> Result<String, JsErrorBox> {
+  let call = host(&state.borrow())?.call(namespace, function, args);
+  call.await.map_err(JsErrorBox::generic)
+}
+
+#[op2(nofast)]
+fn op_dsh_settle(
+  state: &mut OpState,
+  scope: &mut v8::PinScope,
+  code: u32,
+  text: v8::Local<v8::String>,
+) -> Result<(), JsErrorBox> {
+  let settlement = Settlement::from_code(code).ok_or_else(|| JsErrorBox::type_error("unknown settlement"))?;
+  let text = utf16(scope, &text);
+  host(state)?.settle(settlement, text);
+  Ok(())
+}
+
+#[op2(fast)]
+fn op_dsh_exit(state: &mut OpState, code: i32) -> Result<(), JsErrorBox> {
+  host(state)?.exit(code);
+  Ok(())
+}
+
+#[op2(fast)]
+fn op_dsh_now(state: &mut OpState) -> Result<f64, JsErrorBox> {
+  Ok(host(state)?.now_ms())
+}
+
+/// Fill `buffer` from the kernel's CSPRNG (crypto.getRandomValues).
+#[op2(fast)]
+fn op_dsh_random(#[buffer] buffer: &mut [u8]) -> Result<(), JsErrorBox> {
+  let mut filled = 0;
+  while filled < buffer.len() {
+    let rest = &mut buffer[filled..];
+    // SAFETY: getrandom writes at most `rest.len()` bytes into `rest`.
+    let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+    if n < 0 {
+      let error = std::io::Error::last_os_error();
+      if error.kind() == std::io::ErrorKind::Interrupted {
+        continue;
+      }
+      return Err(JsErrorBox::generic(format!("random source failed: {error}")));
+    }
+    filled += n as usize;
+  }
+  Ok(())
+}
+
+deno_core::extension!(
+  dsh_sandbox,
+  ops = [
+    op_dsh_log,
+    op_dsh_output_remaining,
+    op_dsh_call,
+    op_dsh_settle,
+    op_dsh_exit,
+    op_dsh_now,
+    op_dsh_random,
+  ],
+  js = [
+    dir "js",
+    "00_primordials.js",
+    "01_lossless_json.js",
+    "02_inspect.js",
+    "03_console.js",
+    "04_web.js",
+    "05_process.js",
+    "99_bootstrap.js",
+  ],
+  // Built-in ops a program has no business reaching, disabled even though
+  // the bootstrap already makes every op unreachable.
+  middleware = |op| match op.name {
+    "op_print" | "op_panic" | "op_eval_context" | "op_import_sync" | "op_lazy_load_esm"
+    | "op_load_ext_script" | "op_set_format_exception_callback" | "op_memory_usage"
+    | "op_leak_tracing_enable" | "op_leak_tracing_submit" | "op_leak_tracing_get_all"
+    | "op_leak_tracing_get" => op.disable(),
+    _ => op,
+  },
+);

@@ -1,0 +1,132 @@
+//! TypeScript to JavaScript: erasable syntax only, positions preserved.
+//!
+//! The program is the body of an async function. It is parsed inside the
+//! same wrapper it will run in (so top-level `await` and `return` parse),
+//! then type-stripped by swc's fast strip, which turns types into
+//! whitespace: every line and column of the output is the line and column
+//! of the program as written. Syntax that needs code generation (`enum`,
+//! value `namespace`, parameter properties) is refused with a message that
+//! names the construct.
+
+use deno_ast::{MediaType, ModuleSpecifier, ParseParams};
+
+/// The first line of the wrapper; the program starts on the next line.
+const WRAP_PREFIX: &str = "async function __dsh_program__() {\n";
+const WRAP_SUFFIX: &str = "\n}";
+/// The name positions are reported against.
+pub const PROGRAM_NAME: &str = "program.ts";
+
+/// Strip `program`'s types. On success, the JavaScript body (same lines and
+/// columns as `program`); on failure, the message of a SyntaxError-style
+/// exception with positions in the program as written.
+pub fn strip_types(program: &str) -> Result<String, String> {
+  let wrapped = format!("{WRAP_PREFIX}{program}{WRAP_SUFFIX}");
+  let specifier = ModuleSpecifier::parse(&format!("file:///{PROGRAM_NAME}"))
+    .map_err(|e| format!("internal error: {e}"))?;
+
+  // Parse first: swc's strip reports a syntax error without a position.
+  let parsed = deno_ast::parse_script(ParseParams {
+    specifier: specifier.clone(),
+    text: wrapped.clone().into(),
+    media_type: MediaType::TypeScript,
+    capture_tokens: false,
+    scope_analysis: false,
+    maybe_syntax: None,
+  })
+  .map_err(|diagnostic| {
+    let position = diagnostic.display_position();
+    format!(
+      "SyntaxError: {} at {PROGRAM_NAME}:{}:{}",
+      diagnostic.kind().msg(),
+      position.line_number.saturating_sub(1),
+      position.column_number
+    )
+  })?;
+  // A program that closes the function body it runs in (`}); ...`) would
+  // run outside the wrapper: refuse it as the syntax error it is.
+  let statements = match parsed.program_ref() {
+    deno_ast::ProgramRef::Script(script) => script.body.len(),
+    deno_ast::ProgramRef::Module(module) => module.body.len(),
+  };
+  if statements != 1 {
+    return Err(format!(
+      "SyntaxError: unexpected '}}' closing the program body at {PROGRAM_NAME}"
+    ));
+  }
+
+  let stripped = deno_ast::type_strip(
+    &specifier,
+    wrapped,
+    deno_ast::TypeStripOptions { module: Some(false) },
+  )
+  .map_err(|error| rewrite_positions(&error.to_string(), &specifier))?;
+
+  stripped
+    .strip_prefix(WRAP_PREFIX)
+    .and_then(|rest| rest.strip_suffix(WRAP_SUFFIX))
+    .map(str::to_owned)
+    .ok_or_else(|| "internal error: type strip changed the program wrapper".to_owned())
+}
+
+/// Rewrite `file:///program.ts:L:C` positions (in the wrapped text) to
+/// `program.ts:L-1:C` (in the program as written), and drop swc's
+/// `[UnsupportedSyntax]` code prefix.
+fn rewrite_positions(message: &str, specifier: &ModuleSpecifier) -> String {
+  let needle = format!("{specifier}:");
+  let mut out = String::with_capacity(message.len());
+  let mut rest = message;
+  while let Some(at) = rest.find(&needle) {
+    out.push_str(&rest[..at]);
+    rest = &rest[at + needle.len()..];
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    match rest[..digits].parse::<u64>() {
+      Ok(line) => {
+        out.push_str(&format!("{PROGRAM_NAME}:{}", line.saturating_sub(1)));
+        rest = &rest[digits..];
+      }
+      Err(_) => out.push_str(&needle),
+    }
+  }
+  out.push_str(rest);
+  let out = out.trim_start();
+  let out = out
+    .strip_prefix('[')
+    .and_then(|s| s.split_once("] "))
+    .map_or(out, |(_, tail)| tail);
+  format!("SyntaxError: {out}")
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn types_become_whitespace_and_lines_stay() {
+    let js = strip_types("const x: number = 1;\nreturn x as number;").unwrap();
+    assert_eq!(js, "const x         = 1;\nreturn x          ;");
+  }
+
+  #[test]
+  fn top_level_await_and_return_parse() {
+    assert!(strip_types("const v = await Promise.resolve(1);\nreturn v").is_ok());
+  }
+
+  #[test]
+  fn enum_is_refused_with_its_position() {
+    let err = strip_types("const a = 1;\nenum E { A }").unwrap_err();
+    assert!(err.to_lowercase().contains("enum"), "{err}");
+    assert!(err.contains("program.ts:2:"), "{err}");
+  }
+
+  #[test]
+  fn syntax_error_names_line_and_column() {
+    let err = strip_types("const a = 1;\nconst = 2;").unwrap_err();
+    assert!(err.starts_with("SyntaxError:"), "{err}");
+    assert!(err.contains("program.ts:2:"), "{err}");
+  }
+
+  #[test]
+  fn closing_the_wrapper_is_refused() {
+    assert!(strip_types("}); globalThis.x = 1; (async function () {").is_err());
+  }
+}
