@@ -4,7 +4,8 @@
 "use strict";
 
 ((globalThis) => {
-  const { primordials: p, ops, writeLog } = globalThis.__dsh;
+  const dsh = globalThis.__dsh;
+  const { primordials: p, ops, writeLog } = dsh;
   const { ObjectCreate, ObjectFreeze, String, NumberIsInteger } = p;
 
   function makeStream(fd) {
@@ -14,7 +15,7 @@
     stream.write = function write(chunk, encoding, callback) {
       writeLog(typeof chunk === "string" ? chunk : String(chunk));
       const done = typeof encoding === "function" ? encoding : callback;
-      if (typeof done === "function") globalThis.__dsh.queueTask(() => done(null));
+      if (typeof done === "function") dsh.queueTask(() => done(null));
       return true;
     };
     return stream;

@@ -35,12 +35,8 @@ pub fn strip_types(program: &str) -> Result<String, String> {
   })
   .map_err(|diagnostic| {
     let position = diagnostic.display_position();
-    format!(
-      "SyntaxError: {} at {PROGRAM_NAME}:{}:{}",
-      diagnostic.kind().msg(),
-      position.line_number.saturating_sub(1),
-      position.column_number
-    )
+    let (line, column) = clamp_to_program(program, position.line_number.saturating_sub(1), position.column_number);
+    format!("SyntaxError: {} at {PROGRAM_NAME}:{line}:{column}", diagnostic.kind().msg())
   })?;
   // A program that closes the function body it runs in (`}); ...`) would
   // run outside the wrapper: refuse it as the syntax error it is.
@@ -66,6 +62,21 @@ pub fn strip_types(program: &str) -> Result<String, String> {
     .and_then(|rest| rest.strip_suffix(WRAP_SUFFIX))
     .map(str::to_owned)
     .ok_or_else(|| "internal error: type strip changed the program wrapper".to_owned())
+}
+
+/// A position past the program's end (an error found at the wrapper's
+/// closing brace, i.e. unexpected end of input) is reported at the end of
+/// the program as written.
+fn clamp_to_program(program: &str, line: usize, column: usize) -> (usize, usize) {
+  let lines = program.split('\n').count();
+  if line == 0 {
+    return (1, 1);
+  }
+  if line > lines {
+    let last = program.rsplit('\n').next().unwrap_or("");
+    return (lines, last.encode_utf16().count() + 1);
+  }
+  (line, column)
 }
 
 /// Rewrite `file:///program.ts:L:C` positions (in the wrapped text) to

@@ -1,0 +1,292 @@
+import { readdirSync } from 'node:fs'
+import { Context } from '@deepseek-ai/cordis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { mount, V8CodeRuntime, type Mounted } from './helpers.js'
+
+describe('service shape', () => {
+  it('registers as ctx.codeRuntime with its descriptors and default config', async () => {
+    const m = await mount()
+    expect(m.runtime).toBeInstanceOf(V8CodeRuntime)
+    expect(m.runtime.language).toBe('typescript')
+    expect(m.runtime.isolation).toBe('v8-isolate')
+    expect(m.runtime.config).toMatchObject({
+      computeMs: 60000,
+      maxWallMs: 600000,
+      maxOutputBytes: 67108864,
+      maxOldGenerationSizeMb: 512,
+    })
+    await m.dispose()
+    expect(m.ctx.codeRuntime).toBeUndefined()
+  })
+
+  it('default and named exports are the class', async () => {
+    const pkg = await import('../lib/index.js')
+    expect(pkg.default).toBe(pkg.V8CodeRuntime)
+  })
+
+  it.each([
+    [{ computeMs: 0 }, /config\.computeMs must be a positive number, got 0/],
+    [{ maxWallMs: -1 }, /config\.maxWallMs must be a positive number, got -1/],
+    [{ maxOutputBytes: Number.NaN }, /positive number/],
+    [{ maxOldGenerationSizeMb: Infinity }, /positive number/],
+    [{ maxExternalMemoryMb: 0 }, /config\.maxExternalMemoryMb must be a positive number/],
+    [{ maxOutputBytes: 3 }, /safe integer of at least 4/],
+    [{ maxOutputBytes: 10.5 }, /safe integer of at least 4/],
+    [{ maxWallMs: 2147483648 }, /maxWallMs must be at most 2147483647/],
+    [{ poolSize: 1.5 }, /poolSize must be a whole number/],
+  ])('rejects config %o through ctx.plugin', async (config, message) => {
+    const ctx = new Context()
+    await expect(ctx.plugin(V8CodeRuntime, config as never)).rejects.toThrow(message)
+  })
+
+  it('schema type errors come from the schema itself', async () => {
+    const ctx = new Context()
+    await expect(ctx.plugin(V8CodeRuntime, { computeMs: 'fast' } as never)).rejects.toThrow()
+  })
+})
+
+describe('programs', () => {
+  let m: Mounted
+  beforeAll(async () => {
+    m = await mount({ poolSize: 2 })
+  })
+  afterAll(() => m.dispose())
+
+  it('runs TypeScript as the body of an async function', async () => {
+    const result = await m.run(`
+      interface P { x: number }
+      const p: P = { x: 2 }
+      const v = await Promise.resolve(p.x as number)
+      return v * 21
+    `)
+    expect(result).toEqual({ logs: [], value: 42 })
+  })
+
+  it('undefined completion has no value key', async () => {
+    const result = await m.run('const x = 1')
+    expect('value' in result).toBe(false)
+    expect(result).toEqual({ logs: [] })
+  })
+
+  it('logs the contract example exactly', async () => {
+    const result = await m.run("console.log('point', {x: 1, y: 2}); console.log('%s x', 'y')")
+    expect(result.logs).toEqual(['point { x: 1, y: 2 }', '%s x y'])
+  })
+
+  it('all five console levels and both streams share one ordered list', async () => {
+    const result = await m.run(`
+      console.log('a'); console.info('b'); console.warn('c'); console.error('d'); console.debug('e')
+      process.stdout.write('out\\n'); process.stderr.write('err')
+      let called = null
+      process.stdout.write('cb', () => { called = 'yes' })
+      await new Promise((r) => setTimeout(r, 5))
+      return called
+    `)
+    expect(result).toEqual({ logs: ['a', 'b', 'c', 'd', 'e', 'out\n', 'err', 'cb'], value: 'yes' })
+  })
+
+  it('process.env is empty and exit() ends the run with the contract message', async () => {
+    expect(await m.run('return JSON.stringify(process.env)')).toEqual({ logs: [], value: '{}' })
+    const exited = await m.run("console.log('before'); process.exit(3); console.log('after')")
+    expect(exited).toEqual({ logs: ['before'], error: { kind: 'worker-exit', message: 'worker exited with code 3 before completing' } })
+  })
+
+  it('a thrown Error reports name, message and program positions', async () => {
+    const result = await m.run("const a = 1\n\n  throw new TypeError('nope')")
+    expect(result.error?.kind).toBe('exception')
+    expect(result.error?.message).toMatch(/^TypeError: nope\n {4}at program\.ts:3:9/)
+    expect(result.error?.message).not.toMatch(/ext:|node:|file:|\/work\//)
+  })
+
+  it('a thrown non-Error is String(v); an unrenderable one has the exact message', async () => {
+    expect((await m.run("throw 'xy'")).error).toEqual({ kind: 'exception', message: 'xy' })
+    expect((await m.run('throw { toString() { throw 1 } }')).error).toEqual({
+      kind: 'exception',
+      message: 'program threw an unrenderable value',
+    })
+  })
+
+  it('positions stay right after types are erased on earlier lines', async () => {
+    const result = await m.run('type T = {\n  a: string\n}\nconst x: T = { a: "b" }\nnull.f()')
+    expect(result.error?.message).toMatch(/program\.ts:5:6/)
+  })
+
+  it('a parse error names the line and column as written', async () => {
+    const result = await m.run('const a = 1\nconst b = (\n')
+    expect(result.error?.kind).toBe('exception')
+    expect(result.error?.message).toMatch(/program\.ts:3:1/)
+  })
+
+  it.each([
+    ['enum E { A, B }', /enum/i],
+    ['namespace N { export const x = 1 }', /namespace|strip/i],
+    ['class C { constructor(private x: number) {} }', /parameter propert|strip/i],
+  ])('refuses non-erasable TypeScript: %s', async (program, message) => {
+    const result = await m.run(program)
+    expect(result.error?.kind).toBe('exception')
+    expect(result.error?.message).toMatch(message)
+  })
+
+  it('strict mode applies', async () => {
+    const result = await m.run('undeclared = 1')
+    expect(result.error?.message).toMatch(/^ReferenceError: undeclared is not defined/)
+  })
+
+  it('a completion that is not lossless JSON is invalid-output', async () => {
+    for (const program of ['return new Date(0)', 'return NaN', 'return -0', 'return [1,,3]', 'return () => 1', 'return 1n']) {
+      expect(await m.run(program)).toEqual({
+        logs: [],
+        error: { kind: 'invalid-output', message: 'program completion must be lossless JSON' },
+      })
+    }
+  })
+
+  it('nothing survives into the next run', async () => {
+    await m.run('globalThis.leak = 1; Object.prototype.polluted = 2; Array.prototype.push = null')
+    expect(await m.run('return [typeof leak, typeof ({}).polluted, typeof [].push]')).toEqual({
+      logs: [],
+      value: ['undefined', 'undefined', 'function'],
+    })
+  })
+
+  it('only the program world is visible: no Deno, Node or internals', async () => {
+    const result = await m.run(`return [typeof Deno, typeof __dsh, typeof __bootstrap, typeof require,
+      typeof Buffer, typeof WebAssembly, typeof process.binding, typeof globalThis.__infra]`)
+    expect(result.value).toEqual(Array(8).fill('undefined'))
+  })
+
+  it('a program that never settles is reported at once', async () => {
+    const started = Date.now()
+    const result = await m.run('await new Promise(() => {})')
+    expect(result.error?.kind).toBe('exception')
+    expect(result.error?.message).toMatch(/never settle/)
+    expect(Date.now() - started).toBeLessThan(5000)
+  })
+
+  it('concurrent runs beyond the pool all complete', async () => {
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => m.run(`return ${i} * 2`)))
+    expect(results.map((r) => r.value)).toEqual(Array.from({ length: 20 }, (_, i) => i * 2))
+  })
+})
+
+describe('output ledger', () => {
+  it.each([
+    [11, "console.log('abc'); return 'xy'", { logs: ['abc'], value: 'xy' }],
+    [10, "console.log('abc'); return 'xy'", { logs: ['abc'], error: { kind: 'output-limit', message: 'outer output exceeded 10 bytes'.slice(0, 3) } }],
+    [7, "return '€'", { logs: [], value: '€' }],
+    [11, "console.log('abc'); throw 'xy'", { logs: ['abc'], error: { kind: 'exception', message: 'xy' } }],
+  ])('cap %i: %s', async (cap, program, expected) => {
+    const m = await mount({ maxOutputBytes: cap, poolSize: 1 })
+    const result = await m.run(program)
+    if (expected.error?.kind === 'output-limit') {
+      expect(result.error?.kind).toBe('output-limit')
+      expect(result).not.toHaveProperty('value')
+      expect(JSON.stringify(result.logs).length + JSON.stringify(result.error?.message).length).toBeLessThanOrEqual(cap)
+    } else {
+      expect(result).toEqual(expected)
+    }
+    await m.dispose()
+  })
+
+  it('cap 6 refuses "€"; cap 10 refuses an over-budget throw', async () => {
+    const six = await mount({ maxOutputBytes: 6, poolSize: 1 })
+    expect((await six.run("return '€'")).error?.kind).toBe('output-limit')
+    await six.dispose()
+    const ten = await mount({ maxOutputBytes: 10, poolSize: 1 })
+    expect((await ten.run("console.log('abc'); throw 'xy'")).error?.kind).toBe('output-limit')
+    await ten.dispose()
+  })
+
+  it('the message is cut to fit and the total never exceeds the cap', async () => {
+    for (const cap of [4, 5, 12, 33, 40, 64]) {
+      const m = await mount({ maxOutputBytes: cap, poolSize: 1 })
+      const result = await m.run("for (let i = 0; i < 50; i++) console.log('line ' + i + ' €😀')")
+      expect(result.error?.kind).toBe('output-limit')
+      const total = Buffer.byteLength(JSON.stringify(result.logs)) + Buffer.byteLength(JSON.stringify(result.error?.message))
+      expect(total).toBeLessThanOrEqual(cap)
+      expect('outer output exceeded ' + cap + ' bytes').toContain(result.error?.message)
+      if (cap === 4) expect(result).toEqual({ logs: [], error: { kind: 'output-limit', message: '' } })
+      await m.dispose()
+    }
+  })
+
+  it('the 64 MiB default boundary is exact', async () => {
+    const m = await mount({ poolSize: 1 })
+    const fits = await m.run('return "x".repeat(67108860)')
+    expect(fits.error).toBeUndefined()
+    expect((fits.value as string).length).toBe(67108860)
+    expect((await m.run('return "x".repeat(67108861)')).error).toEqual({
+      kind: 'output-limit',
+      message: 'outer output exceeded 67108864 bytes',
+    })
+    await m.dispose()
+  })
+
+  it('a pre-aborted run and a transpile failure go through the same ledger', async () => {
+    const m = await mount({ maxOutputBytes: 64, poolSize: 1 })
+    const controller = new AbortController()
+    controller.abort('r'.repeat(1000))
+    expect(await m.runtime.run({ program: 'return 1', bindings: [], signal: controller.signal })).toEqual({
+      logs: [],
+      error: { kind: 'output-limit', message: 'outer output exceeded 64 bytes' },
+    })
+    expect((await m.run('enum ' + 'E'.repeat(200) + ' { A }')).error).toEqual({
+      kind: 'output-limit',
+      message: 'outer output exceeded 64 bytes',
+    })
+    await m.dispose()
+  })
+
+  it('a giant Error message becomes output-limit, not a truncated value', async () => {
+    const m = await mount({ maxOutputBytes: 1000, poolSize: 1 })
+    expect((await m.run('throw new Error("x".repeat(50_000_000))')).error?.kind).toBe('output-limit')
+    await m.dispose()
+  })
+
+  it('logs written before a failure are kept', async () => {
+    const m = await mount({ computeMs: 200, poolSize: 1 })
+    const result = await m.run("console.log('one'); console.log('two'); for (;;) {}")
+    expect(result).toEqual({ logs: ['one', 'two'], error: { kind: 'timeout', message: 'compute budget exhausted (200ms busy)' } })
+    await m.dispose()
+  })
+})
+
+describe('abort and disposal', () => {
+  it('a pre-aborted signal resolves without compiling', async () => {
+    const m = await mount({ poolSize: 1 })
+    const controller = new AbortController()
+    controller.abort(new Error('stop now'))
+    expect(await m.runtime.run({ program: 'this is not even TypeScript', bindings: [], signal: controller.signal })).toEqual({
+      logs: [],
+      error: { kind: 'abort', message: 'Error: stop now' },
+    })
+    await m.dispose()
+  })
+
+  it('disposal aborts live runs, keeps their logs and rejects later runs', async () => {
+    const m = await mount({ poolSize: 2 })
+    const live = [
+      m.run("console.log('spinning'); for (;;) {}"),
+      m.run("console.log('waiting'); await new Promise((r) => setTimeout(r, 100000))"),
+      m.run('return 1'),
+    ]
+    await new Promise((r) => setTimeout(r, 200))
+    await m.dispose()
+    const results = await Promise.all(live)
+    expect(results[0]).toEqual({ logs: ['spinning'], error: { kind: 'abort', message: 'runtime disposed' } })
+    expect(results[1]).toEqual({ logs: ['waiting'], error: { kind: 'abort', message: 'runtime disposed' } })
+    await expect(m.runtime.run({ program: 'return 1', bindings: [] })).rejects.toThrow(/after disposal/)
+  })
+
+  it('a second provider in one context fails the way cordis fails it, leaking nothing', async () => {
+    const threads = () => readdirSync('/proc/self/task').length
+    const ctx = new Context()
+    const first = await ctx.plugin(V8CodeRuntime, { poolSize: 2 } as never)
+    const before = threads()
+    await expect(ctx.plugin(V8CodeRuntime, { poolSize: 2 } as never)).rejects.toThrow(/service "codeRuntime" has been registered/)
+    expect(threads()).toBe(before)
+    expect(await ctx.codeRuntime.run({ program: 'return 1', bindings: [] })).toEqual({ logs: [], value: 1 })
+    await first.dispose()
+    expect(ctx.codeRuntime).toBeUndefined()
+  })
+})

@@ -1,0 +1,34 @@
+/** Real cordis contexts around the real addon: the way users mount it. */
+import { Context } from '@deepseek-ai/cordis'
+import type { CodeRunRequest, CodeRunResult } from '@deepseek-ai/dsh-code-runtime'
+import V8CodeRuntime, { type V8CodeRuntimeConfig } from '../lib/index.js'
+
+export { V8CodeRuntime }
+
+export interface Mounted {
+  ctx: Context
+  runtime: V8CodeRuntime
+  run(program: string, request?: Partial<CodeRunRequest>): Promise<CodeRunResult>
+  dispose(): Promise<void>
+}
+
+/** Mount the runtime in a fresh cordis Context with `config`. */
+export async function mount(config: Partial<V8CodeRuntimeConfig> = {}): Promise<Mounted> {
+  const ctx = new Context()
+  const fiber = await ctx.plugin(V8CodeRuntime, config as V8CodeRuntimeConfig)
+  const runtime = ctx.codeRuntime as V8CodeRuntime
+  return {
+    ctx,
+    runtime,
+    run: (program, request = {}) => runtime.run({ program, bindings: [], ...request }),
+    dispose: () => fiber.dispose(),
+  }
+}
+
+/** A namespace of host functions under `tools`. */
+export function tools(
+  functions: Record<string, (args: unknown) => Promise<unknown>>,
+  errorClass?: { name: string; memberNameProperty: string },
+) {
+  return [{ global: 'tools', functions: functions as never, ...(errorClass ? { errorClass } : {}) }]
+}

@@ -1,0 +1,74 @@
+/**
+ * Binding namespaces: validation (misuse rejects run()) and the descriptor
+ * the isolate builds its globals from.
+ * @module
+ */
+import {
+  DUNDER_MEMBER,
+  PORTABLE_RESERVED_WORDS,
+  RESERVED_BINDING_GLOBALS,
+  RESERVED_ERROR_MEMBERS,
+  type CodeBindingFunction,
+  type CodeBindingNamespace,
+} from '@deepseek-ai/dsh-code-runtime'
+
+const PACKAGE = 'dsh-code-runtime-v8'
+/** The seam's language-portable identifier subset. */
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+/** A run's bindings, resolved once at its start. */
+export interface ResolvedBindings {
+  /** JSON for the isolate: globals, function names, error classes. */
+  descriptorJson: string
+  /** `functions[namespace][function]`, indexed as the isolate calls them. */
+  functions: CodeBindingFunction[][]
+}
+
+function usable(name: unknown): name is string {
+  return typeof name === 'string' && IDENTIFIER.test(name) && !PORTABLE_RESERVED_WORDS.has(name)
+}
+
+/**
+ * Validate the namespaces in the seam's order and resolve them.
+ * @throws Error with the seam's message on misuse.
+ */
+export function resolveBindings(bindings: readonly CodeBindingNamespace[]): ResolvedBindings {
+  if (!Array.isArray(bindings)) throw new Error(`${PACKAGE}: request.bindings must be an array`)
+  const globals = new Set<string>()
+  for (const namespace of bindings) {
+    const global = namespace?.global
+    if (!usable(global)) throw new Error(`${PACKAGE}: binding global ${JSON.stringify(global)} is not a usable identifier`)
+    if (RESERVED_BINDING_GLOBALS.has(global)) throw new Error(`${PACKAGE}: reserved binding global ${JSON.stringify(global)}`)
+    if (globals.has(global)) throw new Error(`${PACKAGE}: duplicate binding global ${JSON.stringify(global)}`)
+    if (typeof namespace.functions !== 'object' || namespace.functions === null) {
+      throw new Error(`${PACKAGE}: binding ${JSON.stringify(global)} has no functions record`)
+    }
+    globals.add(global)
+  }
+  const errorClassNames = new Set<string>()
+  for (const namespace of bindings) {
+    const descriptor = namespace.errorClass
+    if (!descriptor) continue
+    const { name, memberNameProperty: member } = descriptor
+    if (!usable(name)) throw new Error(`${PACKAGE}: binding error class ${JSON.stringify(name)} is not a usable identifier`)
+    if (RESERVED_BINDING_GLOBALS.has(name)) throw new Error(`${PACKAGE}: reserved binding global ${JSON.stringify(name)}`)
+    if (globals.has(name) || errorClassNames.has(name)) throw new Error(`${PACKAGE}: duplicate injected global ${JSON.stringify(name)}`)
+    if (typeof member !== 'string' || member.length === 0 || RESERVED_ERROR_MEMBERS.has(member) || DUNDER_MEMBER.test(member)) {
+      throw new Error(`${PACKAGE}: binding error member property ${JSON.stringify(member)} is not usable`)
+    }
+    errorClassNames.add(name)
+  }
+  const functions: CodeBindingFunction[][] = []
+  const namespaces = bindings.map((namespace) => {
+    const names = Object.keys(namespace.functions)
+    functions.push(names.map((name) => namespace.functions[name] as CodeBindingFunction))
+    return {
+      global: namespace.global,
+      functions: names,
+      ...(namespace.errorClass
+        ? { errorClass: { name: namespace.errorClass.name, memberNameProperty: namespace.errorClass.memberNameProperty } }
+        : {}),
+    }
+  })
+  return { descriptorJson: JSON.stringify({ namespaces }), functions }
+}

@@ -1,0 +1,66 @@
+/**
+ * The runtime's configuration: the seam's four caps plus this backend's
+ * own keys. Every cap is config, never a hidden default inside run().
+ * @module
+ */
+import os from 'node:os'
+import z from '@deepseek-ai/schemastery'
+
+/** Node's setTimeout ceiling, the seam's upper bound for maxWallMs. */
+export const MAX_WALL_MS = 2_147_483_647
+/** Smallest cap that can hold an empty logs array plus an empty message. */
+const MIN_OUTPUT_BYTES = 4
+const PACKAGE = 'dsh-code-runtime-v8'
+
+/** Validated configuration of one `V8CodeRuntime`. */
+export interface V8CodeRuntimeConfig {
+  /** CPU time a program may burn, in ms; waiting on bindings or timers is free. */
+  computeMs: number
+  /** Wall-clock ceiling of a run from its submission, in ms (at most 2147483647). */
+  maxWallMs: number
+  /** Exact JSON byte cap over logs plus the value or failure message. */
+  maxOutputBytes: number
+  /** Heap cap of a program's isolate, in MiB. */
+  maxOldGenerationSizeMb: number
+  /** Cap on ArrayBuffer / typed-array memory outside the heap, in MiB. */
+  maxExternalMemoryMb: number
+  /** Isolate threads, i.e. runs executing in parallel (default: available cores). */
+  poolSize: number
+  /** Runs that may wait for a free isolate before run() rejects (default 10000). */
+  maxQueuedRuns: number
+}
+
+export const Config: z<V8CodeRuntimeConfig> = z.object({
+  computeMs: z.number().default(60_000).description('CPU time a program may burn (ms)'),
+  maxWallMs: z.number().default(600_000).description('wall-clock ceiling of a run (ms)'),
+  maxOutputBytes: z.number().default(67_108_864).description('exact JSON byte cap over logs + value/message'),
+  maxOldGenerationSizeMb: z.number().default(512).description('heap cap of a program isolate (MiB)'),
+  maxExternalMemoryMb: z.number().default(512).description('ArrayBuffer memory cap outside the heap (MiB)'),
+  poolSize: z.number().default(Math.max(1, os.availableParallelism())).description('isolate threads'),
+  maxQueuedRuns: z.number().default(10_000).description('runs that may wait for an isolate'),
+}) as z<V8CodeRuntimeConfig>
+
+/**
+ * Check a config in the seam's order, throwing with the seam's messages.
+ * @param config - the schema-filled config.
+ */
+export function validateConfig(config: V8CodeRuntimeConfig): void {
+  for (const [key, value] of Object.entries(config)) {
+    if (!(typeof value === 'number' && Number.isFinite(value) && value > 0)) {
+      throw new Error(`${PACKAGE}: config.${key} must be a positive number, got ${String(value)}`)
+    }
+  }
+  if (!Number.isSafeInteger(config.maxOutputBytes) || config.maxOutputBytes < MIN_OUTPUT_BYTES) {
+    throw new Error(
+      `${PACKAGE}: config.maxOutputBytes must be a safe integer of at least ${MIN_OUTPUT_BYTES}, got ${String(config.maxOutputBytes)}`,
+    )
+  }
+  if (config.maxWallMs > MAX_WALL_MS) {
+    throw new Error(`${PACKAGE}: config.maxWallMs must be at most ${MAX_WALL_MS}, got ${String(config.maxWallMs)}`)
+  }
+  for (const key of ['poolSize', 'maxQueuedRuns'] as const) {
+    if (!Number.isSafeInteger(config[key]) || config[key] > 0xffff_ffff) {
+      throw new Error(`${PACKAGE}: config.${key} must be a whole number, got ${String(config[key])}`)
+    }
+  }
+}

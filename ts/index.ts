@@ -1,0 +1,103 @@
+/**
+ * `dsh-code-runtime-v8`: a `ctx.codeRuntime` backend that runs each
+ * model-written TypeScript program in a fresh V8 isolate owned by a Rust
+ * thread pool.
+ *
+ * Contract (see `@deepseek-ai/dsh-code-runtime`): `run()` resolves for every
+ * program outcome and rejects only for misuse of the seam (after disposal,
+ * invalid bindings, a full queue). Unlike the worker-thread backend this is
+ * a capability boundary: the program sees a clean JavaScript world plus the
+ * bindings it was given, and nothing of Node, the file system, the network
+ * or the host environment. Budgets are enforced from outside the isolate;
+ * disposal terminates live runs and joins every isolate thread.
+ * @module
+ */
+import type { Context } from '@deepseek-ai/cordis'
+import { CodeRuntime, type CodeRunFailure, type CodeRunRequest, type CodeRunResult } from '@deepseek-ai/dsh-code-runtime'
+import { NativeRuntime, type NativeRunResult } from '../index.js'
+import { resolveBindings } from './bindings.js'
+import { Config, validateConfig, type V8CodeRuntimeConfig } from './config.js'
+import { HostCalls } from './host-calls.js'
+
+export type { V8CodeRuntimeConfig } from './config.js'
+
+const PACKAGE = 'dsh-code-runtime-v8'
+
+/** Turn the addon's flat result into the seam's `CodeRunResult`. */
+function toRunResult(native: NativeRunResult): CodeRunResult {
+  const result: CodeRunResult = { logs: native.logs }
+  if (native.valueJson !== undefined && native.valueJson !== null) result.value = JSON.parse(native.valueJson)
+  if (native.errorKind) {
+    result.error = { kind: native.errorKind as CodeRunFailure['kind'], message: native.errorMessage ?? '' }
+  }
+  return result
+}
+
+/** `String(signal.reason)`, even for a reason whose toString throws. */
+function reasonText(signal: AbortSignal): string {
+  try {
+    return String(signal.reason)
+  } catch {
+    return 'AbortError: the run was aborted'
+  }
+}
+
+/**
+ * The V8-isolate code runtime (`ctx.codeRuntime`). Register it with
+ * `ctx.plugin(V8CodeRuntime, config)`; every cap comes from the validated
+ * {@link V8CodeRuntimeConfig}.
+ */
+export class V8CodeRuntime extends CodeRuntime {
+  static Config = Config
+  readonly language = 'typescript'
+  readonly isolation = 'v8-isolate'
+  readonly config: V8CodeRuntimeConfig
+  private readonly native: NativeRuntime
+  private readonly calls = new HostCalls()
+  private nextRunId = 1
+  private disposed = false
+
+  constructor(ctx: Context, config: V8CodeRuntimeConfig) {
+    super(ctx)
+    validateConfig(config)
+    this.config = config
+    this.native = new NativeRuntime(config, this.calls.drain)
+    this.calls.attach(this.native)
+    ctx.effect(() => () => this.teardown(), 'v8 code-runtime teardown')
+  }
+
+  /** Dispose to quiescence: abort live runs, join every isolate thread. */
+  private async teardown(): Promise<void> {
+    this.disposed = true
+    await this.native.dispose()
+  }
+
+  /**
+   * Execute one program in a fresh isolate. Program outcomes resolve with
+   * `result.error`; this rejects only for misuse of the seam.
+   */
+  async run(request: CodeRunRequest): Promise<CodeRunResult> {
+    if (this.disposed) throw new Error(`${PACKAGE}: run() after disposal`)
+    const bindings = resolveBindings(request.bindings)
+    const signal = request.signal
+    if (signal?.aborted) return toRunResult(this.native.failBeforeStart('abort', reasonText(signal)))
+    if (typeof request.program !== 'string') throw new Error(`${PACKAGE}: request.program must be a string`)
+
+    const runId = this.nextRunId
+    this.nextRunId = this.nextRunId >= 0xffff_ffff ? 1 : this.nextRunId + 1
+    this.calls.open(runId, bindings.functions)
+    const onAbort = () => this.native.abort(runId, reasonText(signal as AbortSignal))
+    signal?.addEventListener('abort', onAbort, { once: true })
+    try {
+      return toRunResult(await this.native.run(runId, request.program, bindings.descriptorJson))
+    } catch (error) {
+      if (this.disposed) throw new Error(`${PACKAGE}: run() after disposal`)
+      throw new Error(`${PACKAGE}: ${error instanceof Error ? error.message : String(error)}`)
+    } finally {
+      signal?.removeEventListener('abort', onAbort)
+      this.calls.close(runId)
+    }
+  }
+}
+
+export default V8CodeRuntime

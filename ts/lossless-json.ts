@@ -1,0 +1,44 @@
+/**
+ * The host side of the lossless-JSON boundary. It is the SAME code the
+ * isolate runs (`js/01_lossless_json.js`, over the intrinsics captured by
+ * `js/00_primordials.js`), evaluated here over this realm's intrinsics, so
+ * both sides of the bridge judge values by one implementation.
+ * @module
+ */
+import { readFileSync } from 'node:fs'
+import { types } from 'node:util'
+
+/** A value the encoder refused as too large for its bound. */
+export interface LosslessJson {
+  /** Compact JSON text of a lossless value, or `undefined` when not lossless. */
+  encode(value: unknown): string | undefined | object
+  /** Decode and re-check JSON text, or `undefined` when not lossless. */
+  decode(text: string): unknown
+  readonly TOO_LARGE: object
+}
+
+function load(): LosslessJson {
+  const scope: Record<string, unknown> = {
+    SharedArrayBuffer,
+    Deno: { core: { ops: {}, isProxy: types.isProxy } },
+  }
+  for (const file of ['00_primordials.js', '01_lossless_json.js']) {
+    const source = readFileSync(new URL(`../js/${file}`, import.meta.url), 'utf8')
+    // The files are the sandbox's own bootstrap, shipped with this package.
+    new Function('globalThis', source)(scope)
+  }
+  return (scope.__dsh as { losslessJson: LosslessJson }).losslessJson
+}
+
+export const losslessJson: LosslessJson = load()
+
+/** Compact JSON text of `value`, or `undefined` when it is not lossless JSON. */
+export function encodeLossless(value: unknown): string | undefined {
+  try {
+    const text = losslessJson.encode(value)
+    return typeof text === 'string' ? text : undefined
+  } catch {
+    // A throwing getter (or a revoked proxy) makes the value not lossless.
+    return undefined
+  }
+}
