@@ -116,7 +116,13 @@
       for (let f = 0; f < names.length; f++) {
         const memberName = names[f];
         const call = function (args) {
-          const json = encode(args);
+          let json;
+          try {
+            json = encode(args);
+          } catch {
+            // A throwing getter (or a revoked Proxy): not lossless JSON.
+            json = undefined;
+          }
           if (json === undefined || json === TOO_LARGE) {
             const error = fail(memberName, "binding arguments must be lossless JSON");
             p.ErrorCaptureStackTrace(error, call);
@@ -135,7 +141,7 @@
             },
             (error) => {
               const rejection = fail(memberName, String(error && error.message));
-              const stack = site.stack;
+              const stack = programStack(site.stack);
               // Point the rejection's stack at the program's call site.
               if (typeof stack === "string") {
                 const firstNewline = p.StringPrototypeIndexOf(stack, "\n");
@@ -159,25 +165,28 @@
   }
 
   /**
-   * Run one program: `program` is the compiled async function. Settles
-   * exactly once through op_dsh_settle: with the completion, with the first
-   * thrown value, or with an unhandled rejection / a throw in a timer.
+   * Before the program: install its bindings and the failure channel
+   * (unhandled rejections and throws in timer callbacks fail the run).
    */
-  function run(descriptorJson, program) {
+  let failure;
+  function install(descriptorJson) {
     installBindings(JSONParse(descriptorJson));
-    const failure = SafePromiseWithResolvers();
+    failure = SafePromiseWithResolvers();
     dsh.reportFailure = (error) => failure.reject(error);
     core.setUnhandledPromiseRejectionHandler((_promise, reason) => {
       failure.reject(reason);
       return true;
     });
     core.setHandledPromiseRejectionHandler(() => {});
-    let completion;
-    try {
-      completion = ReflectApply(program, undefined, []);
-    } catch (error) {
-      completion = p.PromiseReject(error);
-    }
+  }
+
+  /**
+   * After the program was called (by the host, so no sandbox frame sits
+   * under its stack): settle exactly once through op_dsh_settle, with the
+   * completion, with the first thrown value, or with the first failure.
+   * Returns a promise that resolves once settled.
+   */
+  function watch(completion) {
     const settled = SafePromiseWithResolvers();
     let done = false;
     const onValue = (value) => {
@@ -198,7 +207,7 @@
         settled.resolve();
       }
     };
-    PromisePrototypeThen(completion, onValue, onError);
+    PromisePrototypeThen(p.PromiseResolve(completion), onValue, onError);
     PromisePrototypeThen(failure.promise, undefined, onError);
     return settled.promise;
   }
@@ -213,7 +222,7 @@
     delete g.__bootstrap;
     delete g.__dsh;
     delete g.WebAssembly;
-    return run;
+    return [install, watch];
   }
 
   dsh.seal = seal;

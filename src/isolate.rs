@@ -17,10 +17,13 @@ static SNAPSHOT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/SANDBOX_SNAPS
 const MIB: f64 = 1024.0 * 1024.0;
 
 /// A JsRuntime whose global has been sealed (no Deno, no ops reachable),
-/// with the driver function that runs one program in it.
+/// with the two driver functions of the bootstrap (js/99_bootstrap.js).
 pub struct PreparedIsolate {
   pub runtime: JsRuntime,
-  pub driver: v8::Global<v8::Function>,
+  /// `install(bindingsJson)`: the program's globals, before it runs.
+  pub install: v8::Global<v8::Function>,
+  /// `watch(completion)`: settles the run; returns a promise.
+  pub watch: v8::Global<v8::Function>,
   pub external_memory: Arc<ExternalMemory>,
 }
 
@@ -70,13 +73,18 @@ impl PreparedIsolate {
     let sealed = runtime
       .execute_script("ext:dsh_sandbox/seal.js", "__dsh.seal()")
       .map_err(|error| format!("sealing an isolate failed: {error}"))?;
-    let driver = {
+    let (install, watch) = {
       deno_core::scope!(scope, runtime);
       let local = v8::Local::new(scope, sealed);
-      let function = v8::Local::<v8::Function>::try_from(local)
-        .map_err(|_| "the sandbox bootstrap did not return its driver".to_owned())?;
-      v8::Global::new(scope, function)
+      let missing = || "the sandbox bootstrap did not return its driver".to_owned();
+      let pair = v8::Local::<v8::Array>::try_from(local).map_err(|_| missing())?;
+      let mut function = |index: u32| -> Result<v8::Global<v8::Function>, String> {
+        let value = pair.get_index(scope, index).ok_or_else(missing)?;
+        let function = v8::Local::<v8::Function>::try_from(value).map_err(|_| missing())?;
+        Ok(v8::Global::new(scope, function))
+      };
+      (function(0)?, function(1)?)
     };
-    Ok(PreparedIsolate { runtime, driver, external_memory })
+    Ok(PreparedIsolate { runtime, install, watch, external_memory })
   }
 }

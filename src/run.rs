@@ -227,7 +227,7 @@ fn event_loop_failure(error: &deno_core::error::CoreError) -> String {
 /// 1 of the script origin) and hand it to the driver. Returns the driver's
 /// promise, or the message of a compile error.
 fn start_program(isolate: &mut PreparedIsolate, code: &str, bindings_json: &str) -> Result<v8::Global<v8::Value>, String> {
-  let PreparedIsolate { runtime, driver, .. } = isolate;
+  let PreparedIsolate { runtime, install, watch, .. } = isolate;
   deno_core::scope!(scope, runtime);
   v8::tc_scope!(let scope, scope);
   let source_text = format!("(async function () {{'use strict';\n{code}\n}})");
@@ -240,10 +240,19 @@ fn start_program(isolate: &mut PreparedIsolate, code: &str, bindings_json: &str)
   let Some(program) = script.run(scope) else {
     return Err(compile_error(scope));
   };
-  let driver = v8::Local::new(scope, &*driver);
-  let descriptor = v8::String::new(scope, bindings_json).ok_or("the bindings are too large")?;
   let undefined = v8::undefined(scope).into();
-  let Some(promise) = driver.call(scope, undefined, &[descriptor.into(), program]) else {
+  let install = v8::Local::new(scope, &*install);
+  let descriptor = v8::String::new(scope, bindings_json).ok_or("the bindings are too large")?;
+  if install.call(scope, undefined, &[descriptor.into()]).is_none() {
+    return Err(compile_error(scope));
+  }
+  // Called from here, not from JS: the program's stack has nothing beneath it.
+  let program = v8::Local::<v8::Function>::try_from(program).map_err(|_| "the program did not compile to a function")?;
+  let Some(completion) = program.call(scope, undefined, &[]) else {
+    return Err(compile_error(scope));
+  };
+  let watch = v8::Local::new(scope, &*watch);
+  let Some(promise) = watch.call(scope, undefined, &[completion]) else {
     return Err(compile_error(scope));
   };
   Ok(v8::Global::new(scope, promise))

@@ -1,0 +1,301 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { mount, tools, type Mounted } from './helpers.js'
+
+let m: Mounted
+beforeAll(async () => {
+  m = await mount({ poolSize: 2, maxWallMs: 20_000 })
+})
+afterAll(() => m.dispose())
+
+const echo = () => {
+  const seen: unknown[] = []
+  return { seen, fns: { echo: async (args: unknown) => (seen.push(args), args) } }
+}
+
+describe('namespaces', () => {
+  it('are null-prototype objects whose every name is an own property', async () => {
+    const calls: string[] = []
+    const fn = (name: string) => async () => (calls.push(name), name)
+    const functions = Object.create(null)
+    for (const name of ['__proto__', 'constructor', 'hasOwnProperty', 'toString', 'a b', '']) functions[name] = fn(name)
+    const result = await m.run(
+      `return [Object.getPrototypeOf(tools) === null, typeof tools.valueOf, Object.keys(tools).length,
+        await tools['__proto__']({}), await tools.constructor({}), await tools.hasOwnProperty({}), await tools['a b']({}), await tools['']({})]`,
+      { bindings: [{ global: 'tools', functions }] },
+    )
+    expect(result).toEqual({ logs: [], value: [true, 'undefined', 6, '__proto__', 'constructor', 'hasOwnProperty', 'a b', ''] })
+  })
+
+  it('allow globals named like builtins, and a namespace named like an error class', async () => {
+    const result = await m.run('return [await Error.f({}), await process.f({}), await ToolCallError.f({})]', {
+      bindings: [
+        { global: 'Error', functions: { f: async () => 1 } },
+        { global: 'process', functions: { f: async () => 2 } },
+        { global: 'ToolCallError', functions: { f: async () => 3 } },
+      ] as never,
+    })
+    expect(result).toEqual({ logs: [], value: [1, 2, 3] })
+  })
+
+  it.each([
+    [[{ global: '$tools', functions: {} }], /not a usable identifier/],
+    [[{ global: 'lambda', functions: {} }], /not a usable identifier/],
+    [[{ global: 'console', functions: {} }], /reserved binding global/],
+    [[{ global: '__name__', functions: {} }], /reserved binding global/],
+    [[{ global: 't', functions: {} }, { global: 't', functions: {} }], /duplicate binding global/],
+    [[{ global: 't', functions: {}, errorClass: { name: 'bad-name', memberNameProperty: 'm' } }], /error class.*not a usable identifier/],
+    [[{ global: 't', functions: {}, errorClass: { name: 'console', memberNameProperty: 'm' } }], /reserved binding global/],
+    [[{ global: 't', functions: {}, errorClass: { name: 't', memberNameProperty: 'm' } }], /duplicate injected global/],
+    [
+      [
+        { global: 'a', functions: {}, errorClass: { name: 'E', memberNameProperty: 'm' } },
+        { global: 'b', functions: {}, errorClass: { name: 'E', memberNameProperty: 'm' } },
+      ],
+      /duplicate injected global/,
+    ],
+    [[{ global: 't', functions: {}, errorClass: { name: 'E', memberNameProperty: '' } }], /member property.*not usable/],
+    [[{ global: 't', functions: {}, errorClass: { name: 'E', memberNameProperty: 'stack' } }], /member property.*not usable/],
+    [[{ global: 't', functions: {}, errorClass: { name: 'E', memberNameProperty: '__x__' } }], /member property.*not usable/],
+  ])('misuse rejects run(): %j', async (bindings, message) => {
+    await expect(m.runtime.run({ program: 'return 1', bindings: bindings as never })).rejects.toThrow(message)
+  })
+})
+
+describe('calls', () => {
+  it('send exactly one argument, a fresh copy', async () => {
+    const seen: unknown[] = []
+    const result = await m.run(
+      `const arg = { a: [1, 2] }
+       const back = await tools.f(arg, 'extra')
+       arg.a.push(3)
+       return [back, arg.a.length]`,
+      { bindings: tools({ f: async (...args: unknown[]) => (seen.push(args), (args[0] as { a: number[] }).a.length) }) },
+    )
+    expect(result).toEqual({ logs: [], value: [2, 3] })
+    expect(seen).toEqual([[{ a: [1, 2] }]])
+  })
+
+  it('a missing argument is undefined, which is not lossless: the host is never called', async () => {
+    const e = echo()
+    const result = await m.run('try { await tools.echo() } catch (err) { return err.message }', { bindings: tools(e.fns) })
+    expect(result.value).toBe('binding arguments must be lossless JSON')
+    expect(e.seen).toEqual([])
+  })
+
+  it.each([
+    ['undefined', 'undefined'],
+    ['a function', '() => 1'],
+    ['a bigint', '1n'],
+    ['a symbol', 'Symbol()'],
+    ['NaN', 'NaN'],
+    ['Infinity', '[Infinity]'],
+    ['-0', '{ x: -0 }'],
+    ['a Date', 'new Date()'],
+    ['a Map', 'new Map()'],
+    ['a class instance', 'new (class Foo {})()'],
+    ['an array subclass', 'new (class A extends Array {})()'],
+    ['a sparse array', '[1, , 3]'],
+    ['a decorated array', 'Object.assign([1], { extra: 1 })'],
+    ['a symbol key', '{ [Symbol("k")]: 1 }'],
+    ['a non-enumerable key', 'Object.defineProperty({}, "k", { value: 1 })'],
+    ['a cycle', '(() => { const o: any = {}; o.self = o; return o })()'],
+    ['a forged prototype', 'Object.setPrototypeOf({}, { constructor: Object })'],
+    ['a spoofed Array prototype', 'Object.setPrototypeOf([], Object.create(Array.prototype))'],
+    ['a Proxy', 'new Proxy({}, {})'],
+    ['a Proxy of an array', 'new Proxy([1], {})'],
+    ['a throwing getter', '{ get x() { throw new Error("boom") } }'],
+    ['a nested undefined', '{ a: [{ b: undefined }] }'],
+  ])('arguments that are not lossless JSON reject without reaching the host: %s', async (_, expression) => {
+    const e = echo()
+    const result = await m.run(`try { await tools.echo(${expression}); return 'called' } catch (err) { return err.message }`, {
+      bindings: tools(e.fns),
+    })
+    expect(result).toEqual({ logs: [], value: 'binding arguments must be lossless JSON' })
+    expect(e.seen).toEqual([])
+  })
+
+  it('getters run exactly once and a literal "__proto__" key survives', async () => {
+    const e = echo()
+    const result = await m.run(
+      `let reads = 0
+       const arg = JSON.parse('{"__proto__": {"x": 1}}')
+       Object.defineProperty(arg, 'g', { get() { reads++; return reads }, enumerable: true })
+       const back = await tools.echo(arg)
+       return [reads, Object.keys(back), Object.getPrototypeOf(back) === Object.prototype, back.g]`,
+      { bindings: tools(e.fns) },
+    )
+    expect(result.value).toEqual([1, ['__proto__', 'g'], true, 1])
+    expect(Object.keys(e.seen[0] as object)).toEqual(['__proto__', 'g'])
+  })
+
+  it('mutated intrinsics cannot change the verdict or the bytes', async () => {
+    const e = echo()
+    const result = await m.run(
+      `Array.isArray = () => true
+       Object.getPrototypeOf = () => Object.prototype
+       Object.keys = () => []
+       Reflect.ownKeys = () => []
+       JSON.stringify = () => '"forged"'
+       JSON.parse = () => 'forged'
+       Object.prototype.toJSON = () => 'forged'
+       Array.prototype.toJSON = () => 'forged'
+       Function.prototype.toString = () => 'function Object() { [native code] }'
+       Object.defineProperty(Object.prototype, 'value', { get() { return 'forged' }, configurable: true })
+       const ok = await tools.echo({ a: [1, 'two', { three: null }] })
+       let refused = 'no'
+       try { await tools.echo(new Date()) } catch (err) { refused = err.message }
+       return { ok, refused }`,
+      { bindings: tools(e.fns) },
+    )
+    expect(result.error).toBeUndefined()
+    expect(e.seen).toEqual([{ a: [1, 'two', { three: null }] }])
+    expect((result.value as { refused: string }).refused).toBe('binding arguments must be lossless JSON')
+  })
+
+  it('mutated intrinsics before return cannot forge the completion', async () => {
+    const result = await m.run(`JSON.stringify = () => '1'; Array.isArray = () => false; Object.prototype.toJSON = () => 2
+      return [{ a: 1 }]`)
+    expect(result).toEqual({ logs: [], value: [{ a: 1 }] })
+    const forged = await m.run('Object.getPrototypeOf = () => Object.prototype; return new Map()')
+    expect(forged.error?.kind).toBe('invalid-output')
+  })
+
+  it('an array nested 3000 deep goes to the host and back and is returned intact', async () => {
+    const e = echo()
+    const result = await m.run(
+      `let v: unknown[] = []
+       for (let i = 0; i < 2999; i++) v = [v]
+       return await tools.echo(v)`,
+      { bindings: tools(e.fns) },
+    )
+    let depth = 0
+    for (let v = result.value as unknown[]; Array.isArray(v); v = v[0] as unknown[]) depth++
+    expect(depth).toBe(3000)
+  })
+
+  it('a resolution that is not lossless JSON rejects the call', async () => {
+    for (const resolution of [new Date(), Number.NaN, { get x() { throw new Error('getter') } }, [1, , 2], () => 1, undefined]) {
+      const result = await m.run('try { await tools.f({}); return "resolved" } catch (e) { return e.message }', {
+        bindings: tools({ f: async () => resolution }),
+      })
+      expect(result.value).toBe('binding resolution must be lossless JSON')
+    }
+  })
+
+  it('host rejections: an Error gives its message, anything else String(thrown)', async () => {
+    const result = await m.run(
+      `const out = []
+       for (const name of ['err', 'str', 'obj', 'sync', 'plain']) {
+         try { out.push(await tools[name]({})) } catch (e) { out.push([e instanceof Error, e.message]) }
+       }
+       return out`,
+      {
+        bindings: tools({
+          err: async () => {
+            throw new TypeError('typed failure')
+          },
+          str: () => Promise.reject('just a string'),
+          obj: () => Promise.reject({ toString: () => 'custom' }),
+          sync: (() => {
+            throw new Error('thrown synchronously')
+          }) as never,
+          plain: (() => 7) as never,
+        }),
+      },
+    )
+    expect(result.value).toEqual([
+      [true, 'typed failure'],
+      [true, 'just a string'],
+      [true, 'custom'],
+      [true, 'thrown synchronously'],
+      7,
+    ])
+  })
+
+  it('errorClass: one class per run, instanceof, own enumerable name and member, message not enumerable', async () => {
+    const result = await m.run(
+      `let e1, e2
+       try { await tools.fail({}) } catch (e) { e1 = e }
+       try { await tools.other({}) } catch (e) { e2 = e }
+       return [e1 instanceof ToolCallError, e1 instanceof Error, e1.constructor === e2.constructor,
+         Object.keys(e1), e1.name, e1.tool, e2.tool, String(e1),
+         Object.getOwnPropertyDescriptor(e1, 'message')?.enumerable, /^ToolCallError: nope\\n {4}at program\\.ts:2:26$/.test(e1.stack)]`,
+      {
+        bindings: tools(
+          {
+            fail: async () => {
+              throw new Error('nope')
+            },
+            other: async () => {
+              throw 'also'
+            },
+          },
+          { name: 'ToolCallError', memberNameProperty: 'tool' },
+        ),
+      },
+    )
+    expect(result.value).toEqual([true, true, true, ['name', 'tool'], 'ToolCallError', 'fail', 'other', 'ToolCallError: nope', false, true])
+  })
+
+  it('without errorClass rejections are plain Errors, and args failures use the class too', async () => {
+    const plain = await m.run('try { await tools.f({}) } catch (e) { return [e.constructor === Error, e.name, e.message] }', {
+      bindings: tools({ f: async () => Promise.reject(new Error('x')) }),
+    })
+    expect(plain.value).toEqual([true, 'Error', 'x'])
+    const typed = await m.run('try { await tools.f(undefined) } catch (e) { return [e instanceof E, e.member, e.message] }', {
+      bindings: tools({ f: async () => 1 }, { name: 'E', memberNameProperty: 'member' }),
+    })
+    expect(typed.value).toEqual([true, 'f', 'binding arguments must be lossless JSON'])
+  })
+
+  it('binding traffic is not counted against maxOutputBytes', async () => {
+    const small = await mount({ maxOutputBytes: 64, poolSize: 1 })
+    const big = 'x'.repeat(1_000_000)
+    const result = await small.run('const r = await tools.f("y".repeat(1000000)); return r.length', {
+      bindings: tools({ f: async (args) => big + (args as string) }),
+    })
+    expect(result).toEqual({ logs: [], value: 2_000_000 })
+    await small.dispose()
+  })
+
+  it('Promise.all over many calls, from many concurrent runs, routes every reply to its own run', async () => {
+    const runs = Array.from({ length: 8 }, (_, r) =>
+      m.run(`const xs = await Promise.all(Array.from({ length: 500 }, (_, i) => tools.id({ r: ${r}, i })))
+             return xs.every((x, i) => x.r === ${r} && x.i === i)`, {
+        bindings: tools({ id: async (args) => (await new Promise((ok) => setTimeout(ok, Math.random() * 3)), args) }),
+      }),
+    )
+    expect((await Promise.all(runs)).map((r) => r.value)).toEqual(Array(8).fill(true))
+  })
+
+  it('replies after the run settled are dropped; abort does not wait for in-flight calls', async () => {
+    let release: (v: unknown) => void = () => {}
+    const late = new Promise((r) => (release = r))
+    const first = await m.run('void tools.slow({}); return "done"', { bindings: tools({ slow: () => late }) })
+    expect(first).toEqual({ logs: [], value: 'done' })
+    release(1)
+    const controller = new AbortController()
+    const pending = m.runtime.run({ program: 'await tools.never({})', bindings: tools({ never: () => new Promise(() => {}) }), signal: controller.signal })
+    setTimeout(() => controller.abort('stop'), 50)
+    const started = Date.now()
+    expect(await pending).toEqual({ logs: [], error: { kind: 'abort', message: 'stop' } })
+    expect(Date.now() - started).toBeLessThan(2000)
+    expect((await m.run('return 1')).value).toBe(1)
+  })
+
+  it('a never-settling host call ends at the wall ceiling', async () => {
+    const short = await mount({ maxWallMs: 300, poolSize: 1 })
+    const result = await short.run('await tools.never({})', { bindings: tools({ never: () => new Promise(() => {}) }) })
+    expect(result).toEqual({ logs: [], error: { kind: 'timeout', message: 'wall-clock ceiling reached (300ms)' } })
+    await short.dispose()
+  })
+
+  it('awaiting a slow binding is not charged to the compute budget', async () => {
+    const tight = await mount({ computeMs: 1000, poolSize: 1 })
+    const result = await tight.run('return await tools.slow({})', {
+      bindings: tools({ slow: () => new Promise((r) => setTimeout(() => r('late'), 1500)) }),
+    })
+    expect(result).toEqual({ logs: [], value: 'late' })
+    await tight.dispose()
+  })
+})
