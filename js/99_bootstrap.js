@@ -36,11 +36,13 @@
   const SETTLE_INVALID_OUTPUT = 3;
   const SETTLE_OUTPUT_LIMIT = 4;
 
-  // Frames of the sandbox's own files say nothing to the model: drop them.
+  // Frames of the sandbox's and deno_core's own files (`ext:...`) say
+  // nothing to the model: drop those frame lines, keep everything else.
+  const internalFrame = new p.RegExp("^\\s+at (?:.*\\()?ext:");
   function programStack(stack) {
     const lines = StringPrototypeSplit(stack, "\n");
     return ArrayPrototypeJoin(
-      ArrayPrototypeFilter(lines, (line) => !StringPrototypeIncludes(line, "ext:dsh_sandbox/")),
+      ArrayPrototypeFilter(lines, (line) => !p.RegExpPrototypeTest(internalFrame, line)),
       "\n",
     );
   }

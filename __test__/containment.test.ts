@@ -1,0 +1,214 @@
+import { spawnSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { mount, tools, type Mounted } from './helpers.js'
+
+let m: Mounted
+beforeAll(async () => {
+  m = await mount({ poolSize: 2, computeMs: 500, maxWallMs: 10_000, maxOldGenerationSizeMb: 64, maxExternalMemoryMb: 64 })
+})
+afterAll(() => m.dispose())
+
+/** After every attack: the same runtime still runs the next program. */
+async function healthy() {
+  expect(await m.run('return [1, 2].map((x) => x * 2)')).toEqual({ logs: [], value: [2, 4] })
+}
+
+describe('compute budget', () => {
+  it.each([
+    ['a synchronous loop', 'for (;;) {}'],
+    ['a loop behind a pending decoy call', 'void tools.slow({}); for (;;) {}'],
+    ['a microtask loop', 'const spin = () => queueMicrotask(spin); spin(); await new Promise(() => setTimeout(() => {}, 60000))'],
+    ['a promise-chain loop', 'for (;;) await null'],
+    ['a timer loop that burns CPU', 'await new Promise(() => setInterval(() => { const t = Date.now(); while (Date.now() - t < 50) {} }, 1))'],
+    ['while(true) in finally after a throw', 'try { throw new Error("x") } finally { while (true) {} }'],
+    ['a loop that catches everything', 'for (;;) { try { for (;;) {} } catch {} finally { continue } }'],
+  ])('stops %s', async (_, program) => {
+    const result = await m.run(program, { bindings: tools({ slow: () => new Promise(() => {}) }) })
+    expect(result.error).toEqual({ kind: 'timeout', message: 'compute budget exhausted (500ms busy)' })
+    await healthy()
+  })
+})
+
+describe('wall ceiling and abort', () => {
+  it('a timer that never fires ends at the wall ceiling', async () => {
+    const short = await mount({ maxWallMs: 200, poolSize: 1 })
+    expect(await short.run('await new Promise((r) => setTimeout(r, 100000))')).toEqual({
+      logs: [],
+      error: { kind: 'timeout', message: 'wall-clock ceiling reached (200ms)' },
+    })
+    expect(await short.run('return 1')).toEqual({ logs: [], value: 1 })
+    await short.dispose()
+  })
+
+  it('abort stops a hot loop mid-flight and keeps its logs', async () => {
+    const controller = new AbortController()
+    const pending = m.runtime.run({ program: "console.log('in'); for (;;) {}", bindings: [], signal: controller.signal })
+    setTimeout(() => controller.abort('user cancelled'), 100)
+    expect(await pending).toEqual({ logs: ['in'], error: { kind: 'abort', message: 'user cancelled' } })
+    await healthy()
+  })
+
+  it('100 runs aborted at random points all resolve, and the runtime stays healthy', async () => {
+    const programs = [
+      'for (;;) {}',
+      'await new Promise((r) => setTimeout(r, 50)); for (;;) {}',
+      'let s = 0; for (let i = 0; i < 1e6; i++) s += i; return s',
+      'await tools.never({})',
+      'console.log("x".repeat(1000)); await null; return 1',
+    ]
+    const runs = Array.from({ length: 100 }, (_, i) => {
+      const controller = new AbortController()
+      const run = m.runtime.run({
+        program: programs[i % programs.length] as string,
+        bindings: tools({ never: () => new Promise(() => {}) }),
+        signal: controller.signal,
+      })
+      setTimeout(() => controller.abort(`abort ${i}`), Math.random() * 30)
+      return run
+    })
+    const results = await Promise.all(runs)
+    for (const [i, result] of results.entries()) {
+      if (result.error) expect(['abort', 'timeout']).toContain(result.error.kind)
+      if (result.error?.kind === 'abort') expect(result.error.message).toBe(`abort ${i}`)
+    }
+    await healthy()
+  })
+})
+
+describe('memory', () => {
+  it.each([
+    ['an array bomb', 'const a = []; for (;;) a.push([1, 2, 3, 4, 5, 6, 7, 8])'],
+    ['a string bomb', 'const a = []; let s = "x"; for (;;) { s = s + s.slice(0, 1e6) + "y"; a.push(s) }'],
+    ['an object bomb', 'const a = []; for (let i = 0; ; i++) a.push({ i, s: "k" + i })'],
+    ['a closure bomb', 'let f = () => 0; const a = []; for (let i = 0; ; i++) { const g = f; f = () => g() + i; a.push(f) }'],
+  ])('%s ends as worker-exit naming the heap limit', async (_, program) => {
+    const result = await mount({ maxOldGenerationSizeMb: 32, computeMs: 20_000, poolSize: 1 }).then(async (small) => {
+      const r = await small.run(program)
+      expect((await small.run('return "next"')).value).toBe('next')
+      await small.dispose()
+      return r
+    })
+    expect(result.error?.kind).toBe('worker-exit')
+    expect(result.error?.message).toMatch(/heap limit.*maxOldGenerationSizeMb/)
+  })
+
+  it.each([
+    ['one huge ArrayBuffer', 'new ArrayBuffer(200 * 1024 * 1024)'],
+    ['a huge typed array', 'new Float64Array(50 * 1024 * 1024)'],
+    ['many small buffers', 'const keep = []; for (;;) keep.push(new Uint8Array(1024 * 1024))'],
+    ['a caught allocation failure', 'const keep = []; for (;;) { try { keep.push(new ArrayBuffer(8 * 1024 * 1024)) } catch {} }'],
+  ])('%s ends as worker-exit naming the external-memory limit', async (_, program) => {
+    const result = await m.run(program)
+    expect(result.error?.kind).toBe('worker-exit')
+    expect(result.error?.message).toMatch(/external memory limit.*maxExternalMemoryMb \(64 MiB\)/)
+    await healthy()
+  })
+
+  it('WebAssembly is not available, so its memory cannot be grown outside the caps', async () => {
+    const result = await m.run('new WebAssembly.Memory({ initial: 1 }).grow(60000)')
+    expect(result.error?.kind).toBe('exception')
+    expect(result.error?.message).toMatch(/WebAssembly is not defined/)
+    await healthy()
+  })
+
+  it('deep recursion is a RangeError exception', async () => {
+    const result = await m.run('const f = (n: number): number => f(n + 1) + 1; return f(0)')
+    expect(result.error?.kind).toBe('exception')
+    expect(result.error?.message).toMatch(/^RangeError: Maximum call stack size exceeded/)
+    await healthy()
+  })
+
+  it('Atomics.wait cannot block the isolate', async () => {
+    const result = await m.run('Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 60000)')
+    expect(result.error?.kind).toBe('exception')
+    expect(result.error?.message).toMatch(/Atomics\.wait/)
+    await healthy()
+  })
+
+  it('a log flood ends at the output cap', async () => {
+    const result = await m.run('for (;;) console.log("flood ".repeat(1000))')
+    expect(result.error?.kind).toBe('output-limit')
+    await healthy()
+  })
+})
+
+describe('failures inside the event loop', () => {
+  it('an unhandled rejection fails the run with its message', async () => {
+    const result = await m.run('Promise.reject(new Error("lost")); await new Promise((r) => setTimeout(r, 20)); return 1')
+    expect(result.error?.kind).toBe('exception')
+    expect(result.error?.message).toMatch(/^Error: lost/)
+  })
+
+  it('a throw in a timer callback fails the run with its message', async () => {
+    const result = await m.run('setTimeout(() => { throw new TypeError("in timer") }, 1); await new Promise((r) => setTimeout(r, 50)); return 1')
+    expect(result.error?.kind).toBe('exception')
+    expect(result.error?.message).toMatch(/^TypeError: in timer/)
+    expect(result.error?.message).not.toMatch(/ext:/)
+  })
+
+  it('once the completion settles, pending timers and calls are dropped', async () => {
+    const result = await m.run('setTimeout(() => console.log("late"), 10); void tools.never({}); return "now"', {
+      bindings: tools({ never: () => new Promise(() => {}) }),
+    })
+    expect(result).toEqual({ logs: [], value: 'now' })
+  })
+})
+
+describe('no ambient authority', () => {
+  it.each([
+    ['Deno', 'return typeof Deno'],
+    ['internal ops via globalThis', 'return Object.getOwnPropertyNames(globalThis).filter((k) => /^(Deno|__|op_)/.test(k))'],
+    ['require', 'return typeof require'],
+    ['process.binding', 'return [typeof process.binding, typeof process.dlopen, typeof process.kill, Object.keys(process.env)]'],
+    ['Function("return this")', 'const g = Function("return this")(); return [g === globalThis, typeof g.Deno, typeof g.__dsh]'],
+    ['constructor chains', 'const F = (async () => {}).constructor; const g = await new F("return this")(); return [typeof g.Deno, typeof (0, eval)("this").Deno]'],
+    ['a bootstrap stashed in an error stack', 'try { null.x } catch (e) { return typeof e.stack === "string" && !/ext:|Deno/.test(e.stack) }'],
+  ])('%s is not reachable', async (_, program) => {
+    const result = await m.run(program)
+    expect(result.error).toBeUndefined()
+    expect(JSON.stringify(result.value)).not.toMatch(/object|function|"Deno"/)
+  })
+
+  it('dynamic import of anything fails', async () => {
+    for (const specifier of ['fs', 'node:fs', 'ext:core/mod.js', 'data:text/javascript,export default 1', 'https://example.com/x.js']) {
+      const result = await m.run(`return await import(${JSON.stringify(specifier)})`)
+      expect(result.error?.kind).toBe('exception')
+    }
+    await healthy()
+  })
+
+  it('prototype pollution aimed at the bridge changes nothing', async () => {
+    const seen: unknown[] = []
+    const result = await m.run(
+      `Object.prototype.then = function (ok) { ok('forged') }
+       Promise.prototype.then = function () { throw new Error('hijacked') }
+       Object.defineProperty(Object.prototype, 'namespaces', { get() { throw new Error('poisoned') } })
+       Array.prototype[Symbol.iterator] = function* () { yield 'forged' }
+       const r = await tools.f({ a: 1 })
+       return r`,
+      { bindings: tools({ f: async (args) => (seen.push(args), { ok: true }) }) },
+    )
+    expect(seen).toEqual([{ a: 1 }])
+    expect(result.error?.kind ?? 'none').not.toBe('worker-exit')
+    await healthy()
+  })
+})
+
+describe('the host process', () => {
+  const child = fileURLToPath(new URL('./fixtures/exit-while-live.mjs', import.meta.url))
+  it.each(['exit', 'dispose-then-exit', 'idle'])('survives %s with runs live and exits cleanly', (mode) => {
+    const result = spawnSync(process.execPath, [child, mode], { encoding: 'utf8', timeout: 60_000 })
+    expect(result.signal).toBeNull()
+    expect(result.stderr).not.toMatch(/Fatal|panicked|Segmentation/)
+    expect(result.stdout).toContain(`ok ${mode}`)
+    expect(result.status).toBe(0)
+  })
+
+  it('loads in a worker thread beside the main thread without initialising V8 twice', () => {
+    const result = spawnSync(process.execPath, [child, 'worker'], { encoding: 'utf8', timeout: 60_000 })
+    expect(result.stderr).not.toMatch(/Fatal|panicked/)
+    expect(result.stdout).toContain('ok worker')
+    expect(result.status).toBe(0)
+  })
+})
