@@ -95,6 +95,7 @@
   p.NumberIsNaN = Number.isNaN;
   p.NumberPrototypeValueOf = uncurryThis(Number.prototype.valueOf);
   p.NumberPrototypeToString = uncurryThis(Number.prototype.toString);
+  p.NumberPrototypeToFixed = uncurryThis(Number.prototype.toFixed);
   p.BigIntPrototypeValueOf = uncurryThis(BigInt.prototype.valueOf);
   p.BooleanPrototypeValueOf = uncurryThis(Boolean.prototype.valueOf);
   p.SymbolPrototypeValueOf = uncurryThis(Symbol.prototype.valueOf);
