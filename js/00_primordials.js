@@ -222,9 +222,11 @@
     "op_dsh_exit",
     "op_dsh_now",
     "op_dsh_random",
+    "op_dsh_url_parse",
+    "op_dsh_url_set",
   ]) {
     ops[name] = coreOps[name];
   }
 
-  globalThis.__dsh = { __proto__: null, primordials: p, ops: Object.freeze(ops) };
+  globalThis.__dsh = { __proto__: null, primordials: p, ops: Object.freeze(ops), webGlobals: [] };
 })(globalThis);

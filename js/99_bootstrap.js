@@ -219,7 +219,10 @@
     const g = globalThis;
     g.console = dsh.makeConsole();
     ObjectDefineProperty(g, "process", { __proto__: null, value: dsh.makeProcess(), writable: true, configurable: true, enumerable: false });
-    dsh.installWebGlobals(g);
+    const globals = dsh.webGlobals;
+    for (let i = 0; i < globals.length; i++) {
+      ObjectDefineProperty(g, globals[i][0], { __proto__: null, value: globals[i][1], writable: true, configurable: true, enumerable: false });
+    }
     delete g.Deno;
     delete g.__bootstrap;
     delete g.__dsh;

@@ -10,9 +10,9 @@
 //     RUSTY_V8_ARCHIVE / RUSTY_V8_SRC_BINDING_PATH at it; elsewhere it
 //     removes that file so the v8 crate downloads its archive as usual.
 //  3. npm dependencies, the release addon (napi build) and the TS layer.
-// Tasks: build | test | demo | bench | soak
+// Tasks: build | test | demo | bench | soak | bindings
 import { execFileSync, spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync, cpSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync, cpSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -86,11 +86,20 @@ const installed = join(root, 'node_modules', '.package-lock.json')
 if (!existsSync(installed) || statSync(installed).mtimeMs < statSync(lock).mtimeMs) {
   run('npm', ['ci', '--no-audit', '--no-fund'])
 }
-run('npx', ['napi', 'build', '--platform', '--release', '--esm'])
+// A plain host build (no --target, unlike `napi build`) lets the build
+// script's deno_core and the addon's share compiled units, and lets
+// `cargo test --release` reuse them: V8 and deno_core compile once.
+// index.js / index.d.ts are committed; `npm run build:bindings` (napi build)
+// regenerates them when the napi surface changes.
+run('cargo', ['build', '--release', '--lib'])
+copyFileSync(join(root, 'target', 'release', 'libdsh_code_runtime_v8.so'), join(root, 'dsh-code-runtime-v8.linux-x64-gnu.node'))
 run('npx', ['tsc', '-p', '.'])
 
 switch (task) {
   case 'build':
+    break
+  case 'bindings':
+    run('npx', ['napi', 'build', '--platform', '--release', '--esm'])
     break
   case 'test':
     run('cargo', ['test', '--release', '--lib'])

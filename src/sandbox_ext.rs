@@ -2,7 +2,7 @@
 //!
 //! This file is compiled twice: into the addon, and into `build.rs`, which
 //! bakes the extension's JS (`js/*.js`) into the startup snapshot. It must
-//! therefore depend on nothing but deno_core, deno_error and libc: every op
+//! therefore depend on nothing but deno_core, deno_error, libc and url: every op
 //! delegates to the [`SandboxHost`] that the run puts into the `OpState`.
 //!
 //! Every op treats its caller as hostile: the bootstrap captures the ops
@@ -153,6 +153,74 @@ fn op_dsh_random(#[buffer] buffer: &mut [u8]) -> Result<(), JsErrorBox> {
   Ok(())
 }
 
+/// The components a URL object exposes, in this order.
+const URL_PARTS: usize = 11;
+
+fn url_parts(url: &url::Url) -> Vec<String> {
+  use url::quirks;
+  let parts = vec![
+    quirks::href(url).to_owned(),
+    quirks::origin(url),
+    quirks::protocol(url).to_owned(),
+    quirks::username(url).to_owned(),
+    quirks::password(url).to_owned(),
+    quirks::host(url).to_owned(),
+    quirks::hostname(url).to_owned(),
+    quirks::port(url).to_owned(),
+    quirks::pathname(url).to_owned(),
+    quirks::search(url).to_owned(),
+    quirks::hash(url).to_owned(),
+  ];
+  debug_assert_eq!(parts.len(), URL_PARTS);
+  parts
+}
+
+/// WHATWG URL parsing (`new URL(href, base)`): the URL's components, or
+/// `None` when it does not parse.
+#[op2]
+#[serde]
+fn op_dsh_url_parse(#[string] href: String, #[string] base: Option<String>) -> Option<Vec<String>> {
+  let base = match base {
+    Some(base) => Some(url::Url::parse(&base).ok()?),
+    None => None,
+  };
+  let url = url::Url::options().base_url(base.as_ref()).parse(&href).ok()?;
+  Some(url_parts(&url))
+}
+
+/// Apply a WHATWG setter (`url.pathname = ...`) to `href`: the new
+/// components, or `None` when `href` itself does not parse.
+#[op2]
+#[serde]
+fn op_dsh_url_set(#[string] href: String, setter: u32, #[string] value: String) -> Option<Vec<String>> {
+  use url::quirks;
+  let mut url = url::Url::parse(&href).ok()?;
+  // Setters ignore invalid values, as the WHATWG setters do.
+  let _ = match setter {
+    0 => quirks::set_href(&mut url, &value).map_err(|_| ()),
+    1 => quirks::set_protocol(&mut url, &value),
+    2 => quirks::set_username(&mut url, &value),
+    3 => quirks::set_password(&mut url, &value),
+    4 => quirks::set_host(&mut url, &value),
+    5 => quirks::set_hostname(&mut url, &value),
+    6 => quirks::set_port(&mut url, &value),
+    7 => {
+      quirks::set_pathname(&mut url, &value);
+      Ok(())
+    }
+    8 => {
+      quirks::set_search(&mut url, &value);
+      Ok(())
+    }
+    9 => {
+      quirks::set_hash(&mut url, &value);
+      Ok(())
+    }
+    _ => return None,
+  };
+  Some(url_parts(&url))
+}
+
 deno_core::extension!(
   dsh_sandbox,
   ops = [
@@ -163,6 +231,8 @@ deno_core::extension!(
     op_dsh_exit,
     op_dsh_now,
     op_dsh_random,
+    op_dsh_url_parse,
+    op_dsh_url_set,
   ],
   js = [
     dir "js",
@@ -170,8 +240,11 @@ deno_core::extension!(
     "01_lossless_json.js",
     "02_inspect.js",
     "03_console.js",
-    "04_web.js",
-    "05_process.js",
+    "04_timers.js",
+    "05_encoding.js",
+    "06_url.js",
+    "07_crypto.js",
+    "08_process.js",
     "99_bootstrap.js",
   ],
   // Built-in ops a program has no business reaching, disabled even though

@@ -1,5 +1,6 @@
 // Copyright the dsh-code-runtime-v8 authors. MIT license.
-// Timers and the web-standard globals a modern program expects.
+// Timers (setTimeout, setInterval and their clears) and performance.now.
+// A timer keeps the run alive until it fires or is cleared, as in Node.
 "use strict";
 
 ((globalThis) => {
@@ -50,9 +51,9 @@
   }
   dsh.queueTask = queueTask;
 
-  function installWebGlobals(g) {
-    const define = (name, value) =>
-      p.ObjectDefineProperty(g, name, { __proto__: null, value, writable: true, configurable: true, enumerable: false });
+  const globals = dsh.webGlobals;
+  const define = (name, value) => p.ArrayPrototypePush(globals, [name, value]);
+  {
     define("setTimeout", function setTimeout(callback, delay, ...args) {
       return schedule(callback, delay, args, false);
     });
@@ -71,5 +72,4 @@
     };
     define("performance", performance);
   }
-  dsh.installWebGlobals = installWebGlobals;
 })(globalThis);

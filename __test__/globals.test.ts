@@ -1,0 +1,68 @@
+/**
+ * The program's world beyond console: each snippet runs as an async
+ * function body both in this Node process and in the isolate, and the
+ * values must be equal (Node's behaviour is the oracle).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { mount, type Mounted } from './helpers.js'
+
+let m: Mounted
+beforeAll(async () => {
+  m = await mount({ poolSize: 2, maxWallMs: 10_000 })
+})
+afterAll(() => m.dispose())
+
+const AsyncFunction = (async () => {}).constructor as new (body: string) => () => Promise<unknown>
+
+async function inNode(body: string): Promise<unknown> {
+  return JSON.parse(JSON.stringify(await new AsyncFunction(`'use strict';\n${body}`)()))
+}
+
+const snippets: Record<string, string> = {
+  'TextEncoder.encode': "return Array.from(new TextEncoder().encode('aé€😀\\ud800'))",
+  'TextEncoder.encoding and encodeInto': "const d = new Uint8Array(5); const r = new TextEncoder().encodeInto('a€😀', d); return [new TextEncoder().encoding, r.read, r.written, Array.from(d)]",
+  'TextDecoder utf-8 with replacement': 'return new TextDecoder().decode(new Uint8Array([0x61, 0xc3, 0xa9, 0xff, 0xe2, 0x82, 0xac, 0xf0, 0x9f, 0x98, 0x80, 0xc3]))',
+  'TextDecoder streaming': "const d = new TextDecoder(); return d.decode(new Uint8Array([0xe2, 0x82]), { stream: true }) + '|' + d.decode(new Uint8Array([0xac]))",
+  'TextDecoder BOM and labels': 'return [new TextDecoder().decode(new Uint8Array([0xef, 0xbb, 0xbf, 0x41])), new TextDecoder("utf-16le").decode(new Uint8Array([0x41, 0, 0x42, 0])), new TextDecoder("latin1").encoding, new TextDecoder("UTF8").encoding]',
+  'TextDecoder fatal': 'try { new TextDecoder("utf-8", { fatal: true }).decode(new Uint8Array([0xff])); return "no" } catch (e) { return e.name }',
+  'TextDecoder unknown label': 'try { new TextDecoder("klingon"); return "no" } catch (e) { return e.name }',
+  'btoa and atob': "return [btoa('hello'), btoa(''), btoa('\\xff\\xfe'), atob('aGVsbG8='), atob(' aGVs bG8 '), atob('YQ')]",
+  'btoa refuses wide characters': "try { btoa('€'); return 'no' } catch (e) { return e.name }",
+  'atob refuses bad input': "try { atob('a'); return 'no' } catch (e) { return e.name }",
+  'URL components': "const u = new URL('https://user:pw@Example.COM:8080/a/../b/c?x=1&y=%20z#frag'); return [u.href, u.origin, u.protocol, u.username, u.password, u.host, u.hostname, u.port, u.pathname, u.search, u.hash, String(u), JSON.stringify({ u })]",
+  'URL relative to a base': "return [new URL('../x?q', 'http://h/a/b/c').href, new URL('//other/p', 'https://h/').href, new URL('file:///tmp/a b').href]",
+  'URL setters': "const u = new URL('http://h/p'); u.pathname = '/new path'; u.search = 'a=1'; u.hash = 'h'; u.port = '81'; u.hostname = 'example.org'; u.protocol = 'https'; u.username = 'me'; return u.href",
+  'URL invalid': "try { new URL('not a url'); return 'no' } catch (e) { return [e.name, e.code, e.message] }",
+  'URL.canParse and default ports': "return [URL.canParse('http://x'), URL.canParse('nope'), URL.canParse('/p', 'http://h'), new URL('https://h:443/').port, new URL('http://h:80/').host]",
+  'URL idna and percent-encoding': "return [new URL('http://münchen.de/ä?ö=ü#ß').href, new URL('http://h/%7Efoo').pathname]",
+  'URL searchParams stay in sync': "const u = new URL('http://h/?a=1&b=2'); u.searchParams.append('c', 'x y'); u.searchParams.delete('a'); const s1 = u.href; u.search = '?z=9'; return [s1, u.searchParams.get('z'), u.searchParams.get('b')]",
+  'URLSearchParams parse and serialize': "const p = new URLSearchParams('?a=1&a=2&b=x+y&c=%E2%82%AC&d&=e'); return [p.getAll('a'), p.get('b'), p.get('c'), p.get('d'), p.get(''), p.has('a'), p.has('a', '2'), p.size, p.toString()]",
+  'URLSearchParams from record and pairs': "return [new URLSearchParams({ a: '1', 'b c': 'ü&=' }).toString(), new URLSearchParams([['x', '1'], ['y', '2']]).toString()]",
+  'URLSearchParams mutations and sort': "const p = new URLSearchParams('b=2&a=1&b=3'); p.set('b', '9'); p.append('0', '!*()~\\''); p.sort(); const seen = []; p.forEach((v, k) => seen.push(k + '=' + v)); return [p.toString(), seen, [...p.keys()], [...p.values()], [...p]]",
+  'structuredClone': "const src = { d: new Date(0), m: new Map([[1, { x: 1 }]]), s: new Set([1]), r: /x/g, a: [1, [2]], n: null, u: undefined }; src.self = src; const c = structuredClone(src); return [c !== src, c.self === c, c.d.getTime(), c.m.get(1).x, c.s.has(1), c.r.flags, c.a[1][0], 'u' in c]",
+  'structuredClone refuses functions': "try { structuredClone(() => 1); return 'no' } catch (e) { return e.name }",
+  'crypto.randomUUID': 'const ids = Array.from({ length: 50 }, () => crypto.randomUUID()); return [ids.every((id) => /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(id)), new Set(ids).size]',
+  'crypto.getRandomValues': 'const a = crypto.getRandomValues(new Uint32Array(64)); const b = crypto.getRandomValues(new Uint8Array(0)); let err; try { crypto.getRandomValues(new Float32Array(1)) } catch (e) { err = e.name } let big; try { crypto.getRandomValues(new Uint8Array(65537)) } catch (e) { big = e.name } return [a.length, new Set(a).size > 60, b.length, err, big]',
+  'performance.now is monotonic': 'const a = performance.now(); await new Promise((r) => setTimeout(r, 20)); const b = performance.now(); return [typeof a, b - a >= 15]',
+  'setTimeout ordering and args': "const out = []; await new Promise((done) => { setTimeout((x) => out.push(x), 20, 'b'); setTimeout((x) => out.push(x), 5, 'a'); setTimeout(() => { out.push('c'); done(null) }, 40) }); return out",
+  'clearTimeout cancels': "const out = []; const t = setTimeout(() => out.push('no'), 5); clearTimeout(t); await new Promise((r) => setTimeout(r, 20)); return out",
+  'setInterval runs until cleared': 'let n = 0; await new Promise((done) => { const id = setInterval(() => { if (++n === 3) { clearInterval(id); done(null) } }, 2) }); return n',
+  'queueMicrotask runs before timers': "const out = []; setTimeout(() => out.push('timer'), 0); queueMicrotask(() => out.push('micro')); await new Promise((r) => setTimeout(r, 10)); return out",
+  'Intl': "return [new Intl.NumberFormat('de-DE', { style: 'currency', currency: 'EUR' }).format(1234.5), new Intl.DateTimeFormat('en-GB', { timeZone: 'UTC', dateStyle: 'full' }).format(new Date(0)), new Intl.PluralRules('ar').select(3), ['b', 'a', 'C'].sort(new Intl.Collator('en').compare), new Intl.RelativeTimeFormat('fr').format(-1, 'day'), 'ǅ'.toLocaleLowerCase('tr')]",
+  'JSON, Math, Date, RegExp basics': "return [JSON.stringify({ a: [1, { b: 2 }] }), Math.max(1, 3), new Date(Date.UTC(2020, 1, 29)).toISOString(), 'a-b_c'.replace(/[-_]/g, ' '), [3, 1, 2].toSorted(), Object.groupBy([1, 2, 3], (x) => (x % 2 ? 'odd' : 'even'))]",
+}
+
+describe('the process surface is the sandbox\'s own, not the host\'s', () => {
+  it('has an empty env, write() that returns true, and nothing else of Node', async () => {
+    const result = await m.run("return [JSON.stringify(process.env), process.stdout.write('x'), typeof process.exit, typeof process.cwd, typeof process.versions]")
+    expect(result).toEqual({ logs: ['x'], value: ['{}', true, 'function', 'undefined', 'undefined'] })
+  })
+})
+
+describe('globals behave like Node', () => {
+  it.each(Object.entries(snippets))('%s', async (_, body) => {
+    const result = await m.run(body)
+    expect(result.error).toBeUndefined()
+    expect(result.value).toEqual(await inNode(body))
+  })
+})

@@ -1,0 +1,62 @@
+// Copyright the dsh-code-runtime-v8 authors. MIT license.
+// crypto.getRandomValues / crypto.randomUUID (the kernel's CSPRNG through
+// op_dsh_random) and structuredClone (V8's serializer, via deno_core).
+"use strict";
+
+((globalThis) => {
+  const dsh = globalThis.__dsh;
+  const { primordials: p, ops } = dsh;
+  const core = globalThis.Deno.core;
+  const { TypeError, Uint8Array, NumberPrototypeToString, StringPrototypePadStart } = p;
+
+  const INTEGER_ARRAYS = ["Int8Array", "Uint8Array", "Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array", "Uint32Array", "BigInt64Array", "BigUint64Array"];
+
+  function getRandomValues(array) {
+    if (!core.isTypedArray(array) || !p.ArrayPrototypeIncludes(INTEGER_ARRAYS, p.TypedArrayPrototypeGetSymbolToStringTag(array))) {
+      const error = new TypeError("The data argument must be an integer-type TypedArray");
+      error.name = "TypeMismatchError";
+      throw error;
+    }
+    const byteLength = p.TypedArrayPrototypeGetByteLength(array);
+    if (byteLength > 65536) {
+      const error = new p.RangeError(`The ArrayBufferView's byte length (${byteLength}) exceeds the number of bytes of entropy available via this API (65536)`);
+      error.name = "QuotaExceededError";
+      throw error;
+    }
+    ops.op_dsh_random(new Uint8Array(p.TypedArrayPrototypeGetBuffer(array), array.byteOffset, byteLength));
+    return array;
+  }
+
+  function randomUUID() {
+    const bytes = new Uint8Array(16);
+    ops.op_dsh_random(bytes);
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex = "";
+    for (let i = 0; i < 16; i++) {
+      hex += StringPrototypePadStart(NumberPrototypeToString(bytes[i], 16), 2, "0");
+      if (i === 3 || i === 5 || i === 7 || i === 9) hex += "-";
+    }
+    return hex;
+  }
+
+  const crypto = p.ObjectCreate(null);
+  crypto.getRandomValues = getRandomValues;
+  crypto.randomUUID = randomUUID;
+
+  const coreStructuredClone = core.structuredClone;
+  function structuredClone(value, options = undefined) {
+    if (arguments.length === 0) throw new TypeError('The "value" argument must be specified');
+    try {
+      return coreStructuredClone(value);
+    } catch (error) {
+      const clone = new p.Error(error && error.message);
+      p.ObjectDefineProperty(clone, "name", { __proto__: null, value: "DataCloneError", configurable: true, writable: true });
+      throw clone;
+    }
+  }
+
+  const define = (name, value) => p.ArrayPrototypePush(dsh.webGlobals, [name, value]);
+  define("crypto", crypto);
+  define("structuredClone", structuredClone);
+})(globalThis);
