@@ -60,33 +60,60 @@ static VTABLE: v8::RustAllocatorVtable<ExternalMemory> = v8::RustAllocatorVtable
   drop: drop_handle,
 };
 
-unsafe extern "C" fn allocate(account: &ExternalMemory, len: usize) -> *mut c_void {
+/// Blocks at least this large are mapped directly, so freeing one always
+/// returns it to the OS: a program that churns big buffers cannot leave the
+/// host process fragmented (glibc raises its own mmap threshold after the
+/// first large free and would then serve such blocks from its arenas).
+const MAPPED_BLOCK: usize = 64 * 1024;
+
+/// A zeroed block of `len` bytes, or null.
+fn obtain(len: usize, zeroed: bool) -> *mut c_void {
+  if len >= MAPPED_BLOCK {
+    // SAFETY: an anonymous private mapping; no existing memory is touched.
+    let block = unsafe {
+      libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+    };
+    return if block == libc::MAP_FAILED { std::ptr::null_mut() } else { block };
+  }
+  if zeroed {
+    // SAFETY: calloc with a non-zero size; V8 owns the block until `free`.
+    unsafe { libc::calloc(len.max(1), 1) }
+  } else {
+    // SAFETY: malloc with a non-zero size; V8 owns the block until `free`.
+    unsafe { libc::malloc(len.max(1)) }
+  }
+}
+
+fn allocate_block(account: &ExternalMemory, len: usize, zeroed: bool) -> *mut c_void {
   if !account.reserve(len) {
     return std::ptr::null_mut();
   }
-  // SAFETY: calloc with a non-zero size; V8 owns the block until `free`.
-  let block = unsafe { libc::calloc(len.max(1), 1) };
+  let block = obtain(len, zeroed);
   if block.is_null() {
     account.used.fetch_sub(len, Ordering::Relaxed);
   }
   block
+}
+
+unsafe extern "C" fn allocate(account: &ExternalMemory, len: usize) -> *mut c_void {
+  allocate_block(account, len, true)
 }
 
 unsafe extern "C" fn allocate_uninitialized(account: &ExternalMemory, len: usize) -> *mut c_void {
-  if !account.reserve(len) {
-    return std::ptr::null_mut();
-  }
-  // SAFETY: malloc with a non-zero size; V8 owns the block until `free`.
-  let block = unsafe { libc::malloc(len.max(1)) };
-  if block.is_null() {
-    account.used.fetch_sub(len, Ordering::Relaxed);
-  }
-  block
+  allocate_block(account, len, false)
 }
 
 unsafe extern "C" fn free(account: &ExternalMemory, data: *mut c_void, len: usize) {
-  // SAFETY: `data` came from calloc/malloc above (or is null, which free accepts).
-  unsafe { libc::free(data) };
+  if data.is_null() {
+    return;
+  }
+  if len >= MAPPED_BLOCK {
+    // SAFETY: blocks of this length were mapped by `obtain` with this exact length.
+    unsafe { libc::munmap(data, len) };
+  } else {
+    // SAFETY: smaller blocks came from calloc/malloc in `obtain`.
+    unsafe { libc::free(data) };
+  }
   account.used.fetch_sub(len, Ordering::Relaxed);
 }
 
