@@ -13,6 +13,10 @@ fn main() {
   // thread-local destructors may outlive a dlclose (ENGINE-NOTES).
   println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
 
+  // Compile every bootstrap function now, not lazily in each isolate: the
+  // snapshot keeps bytecode, so runs start with the sandbox's JS compiled.
+  deno_core::v8::V8::set_flags_from_string("--no-lazy --no-lazy-eval");
+
   let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
   let output = deno_core::snapshot::create_snapshot(
     deno_core::snapshot::CreateSnapshotOptions {

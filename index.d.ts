@@ -24,9 +24,14 @@ export declare class NativeRuntime {
   /** Abort a live run; its result reports `abort` with `reason`. */
   abort(runId: number, reason: string): void
   /** Take the host calls that are waiting. */
-  drainCalls(): Array<NativeHostCall>
-  /** Answer a host call: `ok` with resolution JSON text, else the rejection message. */
-  reply(runId: number, callId: number, ok: boolean, text: string): void
+  drainCalls(): NativeHostCalls
+  /**
+   * Answer host calls, in columns: reply `i` settles `(runIds[i],
+   * callIds[i])`, resolving with the JSON text `texts[i]` when `oks[i]` is
+   * 1, rejecting with the message `texts[i]` otherwise. Replies for runs
+   * that have ended are dropped.
+   */
+  reply(runIds: Uint32Array, callIds: Uint32Array, oks: Uint8Array, texts: Array<string>): void
   /**
    * A result for a run that fails before it starts (a pre-aborted signal),
    * through the same output ledger as every other result.
@@ -57,14 +62,19 @@ export interface NativeConfig {
   maxQueuedRuns: number
 }
 
-/** One program-to-host call, as handed to the host. */
-export interface NativeHostCall {
-  runId: number
-  callId: number
-  namespace: number
-  function: number
-  /** Lossless JSON text of the argument. */
-  args: string
+/**
+ * The program-to-host calls waiting, as columns: call `i` is
+ * `(runIds[i], callIds[i], namespaces[i], functions[i], args[i])`.
+ * Columns, not one object per call: `Promise.all` over thousands of calls
+ * hands them over in one crossing without building thousands of objects.
+ */
+export interface NativeHostCalls {
+  runIds: Uint32Array
+  callIds: Uint32Array
+  namespaces: Uint32Array
+  functions: Uint32Array
+  /** Lossless JSON text of each argument. */
+  args: Array<string>
 }
 
 /**

@@ -111,8 +111,17 @@
         ObjectDefineProperty(ErrorClass, "name", { __proto__: null, value: name });
         ObjectDefineProperty(globalThis, name, { __proto__: null, value: ErrorClass, writable: true, configurable: true, enumerable: false });
       }
-      const fail = (memberName, message) =>
-        ErrorClass === undefined ? new SafeError(message) : new ErrorClass(memberName, message);
+      // A rejection's stack is the program's: V8's async stack traces give
+      // the awaiting call sites (`at async program.ts:L:C`) at no cost per
+      // call; the bridge's own frames are removed.
+      const fail = (memberName, message) => {
+        const error = ErrorClass === undefined ? new SafeError(message) : new ErrorClass(memberName, message);
+        const stack = error.stack;
+        if (typeof stack === "string") {
+          ObjectDefineProperty(error, "stack", { __proto__: null, value: programStack(stack), writable: true, configurable: true, enumerable: false });
+        }
+        return error;
+      };
       const target = ObjectCreate(null);
       const names = ns.functions;
       for (let f = 0; f < names.length; f++) {
@@ -130,8 +139,9 @@
             p.ErrorCaptureStackTrace(error, call);
             return p.PromiseReject(error);
           }
-          const site = fail(memberName, "");
-          p.ErrorCaptureStackTrace(site, call);
+          // The program's call site, captured once onto a plain holder
+          // (an Error would capture a second time): a rejection's stack
+          // points at the call, not at the bridge that settled it.
           return PromisePrototypeThen(
             ops.op_dsh_call(n, f, json),
             (text) => {
@@ -142,20 +152,7 @@
               return value;
             },
             (error) => {
-              const rejection = fail(memberName, String(error && error.message));
-              const stack = programStack(site.stack);
-              // Point the rejection's stack at the program's call site.
-              if (typeof stack === "string") {
-                const firstNewline = p.StringPrototypeIndexOf(stack, "\n");
-                ObjectDefineProperty(rejection, "stack", {
-                  __proto__: null,
-                  value: p.ErrorPrototypeToString(rejection) + (firstNewline >= 0 ? p.StringPrototypeSlice(stack, firstNewline) : ""),
-                  writable: true,
-                  configurable: true,
-                  enumerable: false,
-                });
-              }
-              throw rejection;
+              throw fail(memberName, String(error && error.message));
             },
           );
         };

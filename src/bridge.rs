@@ -89,10 +89,19 @@ impl Bridge {
     std::mem::take(&mut outbox.calls)
   }
 
-  /// Deliver a host reply; replies to ended runs or unknown calls are dropped.
-  pub fn reply(&self, run_id: u32, call_id: u32, reply: Reply) {
-    let sender = lock(&self.waiting).get_mut(&run_id).and_then(|mailbox| mailbox.remove(&call_id));
-    if let Some(sender) = sender {
+  /// Deliver host replies (taking the mailbox lock once); replies to ended
+  /// runs or unknown calls are dropped.
+  pub fn reply_all(&self, replies: impl Iterator<Item = (u32, u32, Reply)>) {
+    let mut senders = Vec::new();
+    {
+      let mut waiting = lock(&self.waiting);
+      for (run_id, call_id, reply) in replies {
+        if let Some(sender) = waiting.get_mut(&run_id).and_then(|mailbox| mailbox.remove(&call_id)) {
+          senders.push((sender, reply));
+        }
+      }
+    }
+    for (sender, reply) in senders {
       let _ = sender.send(reply);
     }
   }

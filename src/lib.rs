@@ -51,15 +51,18 @@ pub struct NativeConfig {
   pub max_queued_runs: u32,
 }
 
-/// One program-to-host call, as handed to the host.
+/// The program-to-host calls waiting, as columns: call `i` is
+/// `(runIds[i], callIds[i], namespaces[i], functions[i], args[i])`.
+/// Columns, not one object per call: `Promise.all` over thousands of calls
+/// hands them over in one crossing without building thousands of objects.
 #[napi(object)]
-pub struct NativeHostCall {
-  pub run_id: u32,
-  pub call_id: u32,
-  pub namespace: u32,
-  pub function: u32,
-  /// Lossless JSON text of the argument.
-  pub args: String,
+pub struct NativeHostCalls {
+  pub run_ids: Uint32Array,
+  pub call_ids: Uint32Array,
+  pub namespaces: Uint32Array,
+  pub functions: Uint32Array,
+  /// Lossless JSON text of each argument.
+  pub args: Vec<String>,
 }
 
 /// A finished run. `valueJson` is present iff the run completed with a
@@ -215,26 +218,29 @@ impl NativeRuntime {
 
   /// Take the host calls that are waiting.
   #[napi]
-  pub fn drain_calls(&self) -> Vec<NativeHostCall> {
-    self
-      .core
-      .bridge
-      .drain()
-      .into_iter()
-      .map(|call| NativeHostCall {
-        run_id: call.run_id,
-        call_id: call.call_id,
-        namespace: call.namespace,
-        function: call.function,
-        args: call.args,
-      })
-      .collect()
+  pub fn drain_calls(&self) -> NativeHostCalls {
+    let calls = self.core.bridge.drain();
+    let column = |pick: fn(&crate::bridge::HostCall) -> u32| Uint32Array::new(calls.iter().map(pick).collect());
+    let (run_ids, call_ids) = (column(|c| c.run_id), column(|c| c.call_id));
+    let (namespaces, functions) = (column(|c| c.namespace), column(|c| c.function));
+    NativeHostCalls { run_ids, call_ids, namespaces, functions, args: calls.into_iter().map(|call| call.args).collect() }
   }
 
-  /// Answer a host call: `ok` with resolution JSON text, else the rejection message.
+  /// Answer host calls, in columns: reply `i` settles `(runIds[i],
+  /// callIds[i])`, resolving with the JSON text `texts[i]` when `oks[i]` is
+  /// 1, rejecting with the message `texts[i]` otherwise. Replies for runs
+  /// that have ended are dropped.
   #[napi]
-  pub fn reply(&self, run_id: u32, call_id: u32, ok: bool, text: String) {
-    self.core.bridge.reply(run_id, call_id, if ok { Ok(text) } else { Err(text) });
+  pub fn reply(&self, run_ids: Uint32Array, call_ids: Uint32Array, oks: Uint8Array, texts: Vec<String>) -> Result<()> {
+    if run_ids.len() != texts.len() || call_ids.len() != texts.len() || oks.len() != texts.len() {
+      return Err(Error::new(Status::InvalidArg, "reply columns must have equal lengths"));
+    }
+    let replies = texts.into_iter().enumerate().map(|(i, text)| {
+      let reply = if oks[i] == 1 { Ok(text) } else { Err(text) };
+      (run_ids[i], call_ids[i], reply)
+    });
+    self.core.bridge.reply_all(replies);
+    Ok(())
   }
 
   /// A result for a run that fails before it starts (a pre-aborted signal),

@@ -135,13 +135,19 @@ fn thread_main(shared: &Shared) {
       drop(prepared);
       return;
     };
-    let output = match prepared {
-      Ok(isolate) => runtime.block_on(execute(isolate, &submission.job, &context)),
-      Err(message) => OutputLedger::new(shared.config.max_output_bytes)
-        .finish_failure(FailureKind::WorkerExit, message.encode_utf16().collect()),
+    let (output, spent) = match prepared {
+      Ok(isolate) => {
+        let (output, spent) = runtime.block_on(execute(isolate, &submission.job, &context));
+        (output, Some(spent))
+      }
+      Err(message) => {
+        (OutputLedger::new(shared.config.max_output_bytes).finish_failure(FailureKind::WorkerExit, message.encode_utf16().collect()), None)
+      }
     };
     shared.watchdog.forget(&submission.job.control);
     (submission.deliver)(output);
+    let _entered = runtime.enter();
+    drop(spent);
   }
 }
 

@@ -128,9 +128,19 @@ fn finish_stopped(ledger: OutputLedger, reason: &StopReason, config: &RuntimeCon
   }
 }
 
-/// Execute one run on `isolate` (which is consumed: an isolate is never
-/// reused after a run, terminated or not).
-pub async fn execute(mut isolate: PreparedIsolate, job: &RunJob, context: &RunContext<'_>) -> Output {
+/// An isolate that has run a program. It is never reused, terminated or
+/// not; the pool thread disposes of it after delivering the result, so that
+/// isolate teardown is off the run's critical path.
+pub struct SpentIsolate(#[allow(dead_code)] Option<PreparedIsolate>);
+
+/// Execute one run on `isolate`.
+pub async fn execute(isolate: PreparedIsolate, job: &RunJob, context: &RunContext<'_>) -> (Output, SpentIsolate) {
+  let mut isolate = isolate;
+  let output = execute_on(&mut isolate, job, context).await;
+  (output, SpentIsolate(Some(isolate)))
+}
+
+async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunContext<'_>) -> Output {
   let config = context.config;
   let control = &job.control;
   let ledger = OutputLedger::new(config.max_output_bytes);
@@ -168,7 +178,7 @@ pub async fn execute(mut isolate: PreparedIsolate, job: &RunJob, context: &RunCo
     context.watchdog.meter_cpu(control, clock, Duration::from_secs_f64(config.compute_ms / 1000.0));
   }
 
-  let loop_error = match start_program(&mut isolate, &code, &job.bindings_json) {
+  let loop_error = match start_program(isolate, &code, &job.bindings_json) {
     Err(message) => Some(message),
     Ok(promise) => {
       let runtime = &mut isolate.runtime;
@@ -189,9 +199,8 @@ pub async fn execute(mut isolate: PreparedIsolate, job: &RunJob, context: &RunCo
   isolate.external_memory.attach(None);
   let ledger = host.ledger.borrow_mut().take().unwrap_or_else(|| OutputLedger::new(config.max_output_bytes));
   let settlement = host.settlement.borrow_mut().take();
-  // Break the Rc cycle through OpState before the isolate is dropped.
+  // Break the Rc cycle through OpState before the isolate is disposed.
   isolate.runtime.op_state().borrow_mut().try_take::<HostSlot>();
-  drop(isolate);
 
   if let Some((settlement, text)) = settlement {
     return match settlement {
