@@ -299,3 +299,21 @@ describe('calls', () => {
     await tight.dispose()
   })
 })
+
+describe('the shared lossless-JSON code, host side', () => {
+  it('decode refuses -0 and overflowing numbers however they are spelled, and keeps look-alike strings', async () => {
+    const { losslessJson } = await import('../lib/lossless-json.js')
+    for (const text of ['-0', '[-0.0]', '{"a":-0e5}', '1e400', '[1E+999]', `1${'0'.repeat(400)}`, '{"x":[[-0]]}']) {
+      expect(losslessJson.decode(text)).toBeUndefined()
+    }
+    expect(losslessJson.decode('{"a":"-0","b":"1e999","c":-10}')).toEqual({ a: '-0', b: '1e999', c: -10 })
+    expect(losslessJson.decode('not json')).toBeUndefined()
+  })
+
+  it('encode refuses what is not lossless even at the root', async () => {
+    const { encodeLossless } = await import('../lib/lossless-json.js')
+    for (const value of [undefined, Number.NaN, -0, Infinity, 1n, Symbol('s'), () => 1]) expect(encodeLossless(value)).toBeUndefined()
+    expect(encodeLossless('é"\n')).toBe(JSON.stringify('é"\n'))
+    expect(encodeLossless({ a: [1, null, true, 'x'] })).toBe('{"a":[1,null,true,"x"]}')
+  })
+})

@@ -173,7 +173,10 @@
   p.RegExp = RegExp;
   p.RegExpPrototypeToString = uncurryThis(RegExp.prototype.toString);
   p.RegExpPrototypeExec = uncurryThis(RegExp.prototype.exec);
-  p.RegExpPrototypeTest = uncurryThis(RegExp.prototype.test);
+  // No RegExp.prototype.test / String.prototype.replace(regex) here: both
+  // look up `exec` / Symbol.replace on the (program-mutable) prototype. The
+  // builtin exec reads only the regex's own lastIndex.
+  p.RegExpTest = (regex, string) => p.RegExpPrototypeExec(regex, string) !== null;
 
   p.ArrayBuffer = ArrayBuffer;
   p.ArrayBufferIsView = ArrayBuffer.isView;

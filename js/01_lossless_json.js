@@ -31,6 +31,8 @@
       isProxy,
     } = p;
     const SafeSet = p.Set;
+    const RegExpPrototypeExec = p.RegExpPrototypeExec;
+    const SUSPICIOUS_NUMBER = new p.RegExp("-0|[eE][+-]?\\d{3}|\\d{309}");
 
     // Frames of the explicit walk stack. `LEAVE` pops an ancestor off the
     // cycle set; `SEP`/`TEXT` emit literal text; `VALUE` visits a value.
@@ -49,6 +51,23 @@
      */
     function encode(value, maxUnits) {
       const limit = maxUnits === undefined ? Infinity : maxUnits;
+      // Fast path for a primitive root.
+      switch (typeof value) {
+        case "string": {
+          const text = JSONStringify(value);
+          return text.length <= limit ? text : TOO_LARGE;
+        }
+        case "number":
+          if (!NumberIsFinite(value) || ObjectIs(value, -0)) return undefined;
+          return "" + value;
+        case "boolean":
+          return value ? "true" : "false";
+        case "object":
+          if (value === null) return "null";
+          break;
+        default:
+          return undefined;
+      }
       const out = [];
       let outLength = 0;
       const ancestors = new SafeSet();
@@ -162,6 +181,11 @@
       } catch {
         return undefined;
       }
+      // JSON.parse yields -0 only from a "-0..." literal and Infinity only
+      // from an exponent of 3+ digits or a 309+ digit literal: text with
+      // none of these needs no second look (a string containing one just
+      // takes the walk below).
+      if (RegExpPrototypeExec(SUSPICIOUS_NUMBER, text) === null) return value;
       const stack = [value];
       let top = 1;
       while (top > 0) {

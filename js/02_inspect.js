@@ -608,6 +608,20 @@
     return `[${base}]`;
   }
 
+  // `slice` without // and /* */ comments (exec on a global regex, never
+  // String.prototype.replace, which consults the mutable Symbol.replace).
+  function stripComments(slice) {
+    let out = "";
+    let last = 0;
+    stripCommentsRegExp.lastIndex = 0;
+    for (let m = RegExpPrototypeExec(stripCommentsRegExp, slice); m !== null; m = RegExpPrototypeExec(stripCommentsRegExp, slice)) {
+      out += StringPrototypeSlice(slice, last, m.index);
+      last = m.index + m[0].length;
+      if (m[0].length === 0) stripCommentsRegExp.lastIndex++;
+    }
+    return out + StringPrototypeSlice(slice, last);
+  }
+
   function getFunctionBase(ctx, value, constructor, tag) {
     const stringified = FunctionPrototypeToString(value);
     if (StringPrototypeStartsWith(stringified, "class") && StringPrototypeEndsWith(stringified, "}")) {
@@ -615,7 +629,7 @@
       const bracketIndex = StringPrototypeIndexOf(slice, "{");
       if (bracketIndex !== -1 &&
           (!StringPrototypeIncludes(StringPrototypeSlice(slice, 0, bracketIndex), "(") ||
-           RegExpPrototypeExec(classRegExp, StringPrototypeReplace(slice, stripCommentsRegExp, "")) !== null)) {
+           RegExpPrototypeExec(classRegExp, stripComments(slice)) !== null)) {
         return getClassBase(value, constructor, tag);
       }
     }

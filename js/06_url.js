@@ -10,6 +10,7 @@
   const { String, TypeError, ArrayPrototypePush, ArrayPrototypeJoin, ArrayPrototypeMap, StringPrototypeCharCodeAt, NumberPrototypeToString, StringPrototypeToUpperCase } = p;
   const inspectCustom = p.SymbolFor("nodejs.util.inspect.custom");
 
+  const HEX_PAIR = new p.RegExp("^[0-9a-fA-F]{2}$");
   const HREF = 0, ORIGIN = 1, PROTOCOL = 2, USERNAME = 3, PASSWORD = 4, HOST = 5, HOSTNAME = 6, PORT = 7, PATHNAME = 8, SEARCH = 9, HASH = 10;
 
   // Cross-class access to private state, handed out by static blocks.
@@ -24,7 +25,7 @@
       if (c === 0x25 && i + 2 < text.length) {
         const hex = p.StringPrototypeSlice(text, i + 1, i + 3);
         const value = p.Number("0x" + hex);
-        if (hex.length === 2 && p.RegExpPrototypeTest(/^[0-9a-fA-F]{2}$/, hex)) {
+        if (hex.length === 2 && p.RegExpTest(HEX_PAIR, hex)) {
           ArrayPrototypePush(bytes, value);
           i += 2;
           continue;

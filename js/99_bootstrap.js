@@ -42,7 +42,7 @@
   function programStack(stack) {
     const lines = StringPrototypeSplit(stack, "\n");
     return ArrayPrototypeJoin(
-      ArrayPrototypeFilter(lines, (line) => !p.RegExpPrototypeTest(internalFrame, line)),
+      ArrayPrototypeFilter(lines, (line) => !p.RegExpTest(internalFrame, line)),
       "\n",
     );
   }
