@@ -44,21 +44,36 @@ export declare class NativeRuntime {
   dispose(): Promise<void>
 }
 
-/** The runtime's caps, as validated by the TypeScript layer. */
+/**
+ * The runtime's caps (`V8CodeRuntimeConfig`), validated by the TypeScript
+ * layer in the seam's order and again here. Defaults live in the schema.
+ */
 export interface NativeConfig {
-  /** CPU time a program may burn, in milliseconds. */
+  /**
+   * CPU time a program may burn, in ms (its isolate thread's CPU clock;
+   * waiting on bindings or timers is free). Default 60000.
+   */
   computeMs: number
-  /** Wall-clock ceiling of a run, in milliseconds. */
+  /**
+   * Wall-clock ceiling of a run from its submission, in ms, at most
+   * 2147483647. Default 600000.
+   */
   maxWallMs: number
-  /** Exact JSON byte cap over logs plus value or failure message. */
+  /**
+   * Exact JSON byte cap over logs plus the value or failure message.
+   * Default 67108864.
+   */
   maxOutputBytes: number
-  /** Heap cap of a program's isolate, in MiB. */
+  /** Heap cap of a program's isolate, in MiB. Default 512. */
   maxOldGenerationSizeMb: number
-  /** Cap on ArrayBuffer memory outside the heap, in MiB. */
+  /**
+   * Cap on ArrayBuffer / typed-array memory outside the heap, in MiB.
+   * Default 512.
+   */
   maxExternalMemoryMb: number
-  /** Number of isolate threads. */
+  /** Isolate threads, i.e. runs executing in parallel. Default: available cores. */
   poolSize: number
-  /** Runs that may wait for a free isolate. */
+  /** Runs that may wait for a free isolate before run() rejects. Default 10000. */
   maxQueuedRuns: number
 }
 

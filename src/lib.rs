@@ -32,22 +32,27 @@ use crate::ledger::{Completion, FailureKind, Output, OutputLedger};
 use crate::pool::{Pool, Submission};
 use crate::run::RunJob;
 
-/// The runtime's caps, as validated by the TypeScript layer.
+/// The runtime's caps (`V8CodeRuntimeConfig`), validated by the TypeScript
+/// layer in the seam's order and again here. Defaults live in the schema.
 #[napi(object)]
 pub struct NativeConfig {
-  /// CPU time a program may burn, in milliseconds.
+  /// CPU time a program may burn, in ms (its isolate thread's CPU clock;
+  /// waiting on bindings or timers is free). Default 60000.
   pub compute_ms: f64,
-  /// Wall-clock ceiling of a run, in milliseconds.
+  /// Wall-clock ceiling of a run from its submission, in ms, at most
+  /// 2147483647. Default 600000.
   pub max_wall_ms: f64,
-  /// Exact JSON byte cap over logs plus value or failure message.
+  /// Exact JSON byte cap over logs plus the value or failure message.
+  /// Default 67108864.
   pub max_output_bytes: f64,
-  /// Heap cap of a program's isolate, in MiB.
+  /// Heap cap of a program's isolate, in MiB. Default 512.
   pub max_old_generation_size_mb: f64,
-  /// Cap on ArrayBuffer memory outside the heap, in MiB.
+  /// Cap on ArrayBuffer / typed-array memory outside the heap, in MiB.
+  /// Default 512.
   pub max_external_memory_mb: f64,
-  /// Number of isolate threads.
+  /// Isolate threads, i.e. runs executing in parallel. Default: available cores.
   pub pool_size: u32,
-  /// Runs that may wait for a free isolate.
+  /// Runs that may wait for a free isolate before run() rejects. Default 10000.
   pub max_queued_runs: u32,
 }
 

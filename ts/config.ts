@@ -5,6 +5,7 @@
  */
 import os from 'node:os'
 import z from '@deepseek-ai/schemastery'
+import type { NativeConfig } from '../index.js'
 
 /** Node's setTimeout ceiling, the seam's upper bound for maxWallMs. */
 export const MAX_WALL_MS = 2_147_483_647
@@ -12,23 +13,11 @@ export const MAX_WALL_MS = 2_147_483_647
 const MIN_OUTPUT_BYTES = 4
 const PACKAGE = 'dsh-code-runtime-v8'
 
-/** Validated configuration of one `V8CodeRuntime`. */
-export interface V8CodeRuntimeConfig {
-  /** CPU time a program may burn, in ms; waiting on bindings or timers is free. */
-  computeMs: number
-  /** Wall-clock ceiling of a run from its submission, in ms (at most 2147483647). */
-  maxWallMs: number
-  /** Exact JSON byte cap over logs plus the value or failure message. */
-  maxOutputBytes: number
-  /** Heap cap of a program's isolate, in MiB. */
-  maxOldGenerationSizeMb: number
-  /** Cap on ArrayBuffer / typed-array memory outside the heap, in MiB. */
-  maxExternalMemoryMb: number
-  /** Isolate threads, i.e. runs executing in parallel (default: available cores). */
-  poolSize: number
-  /** Runs that may wait for a free isolate before run() rejects (default 10000). */
-  maxQueuedRuns: number
-}
+/**
+ * Validated configuration of one `V8CodeRuntime`: exactly the addon's
+ * `NativeConfig` (its fields are documented once, on the Rust struct).
+ */
+export type V8CodeRuntimeConfig = NativeConfig
 
 export const Config: z<V8CodeRuntimeConfig> = z.object({
   computeMs: z.number().default(60_000).description('CPU time a program may burn (ms)'),
