@@ -221,6 +221,7 @@
     "op_dsh_log",
     "op_dsh_output_remaining",
     "op_dsh_call",
+    "op_dsh_replies",
     "op_dsh_settle",
     "op_dsh_exit",
     "op_dsh_now",

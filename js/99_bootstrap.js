@@ -95,6 +95,38 @@
    * namespace that declares one.
    */
   function installBindings(descriptor) {
+    // Calls waiting for the host, by call id. One run per isolate, so this
+    // table is the run's. The reply pump (one async op taking every reply
+    // that arrived) is armed only while calls are pending: with nothing
+    // pending, the event loop can still tell that a program is stuck.
+    const pending = new p.Map();
+    let pumping = false;
+    const settle = (batch) => {
+      pumping = false;
+      const { ids, oks, texts } = batch;
+      for (let i = 0; i < ids.length; i++) {
+        const entry = p.MapPrototypeGet(pending, ids[i]);
+        if (entry === undefined) continue;
+        p.MapPrototypeDelete(pending, ids[i]);
+        // A failure rejects with its message only: the error is built by
+        // the call's own handler, on the chain the program awaits, so V8's
+        // async stack trace reaches the program's call site.
+        if (oks[i]) {
+          const value = losslessJson.decode(texts[i]);
+          if (value === undefined) entry.reject("binding resolution must be lossless JSON");
+          else entry.resolve(value);
+        } else {
+          entry.reject(texts[i]);
+        }
+      }
+      pump();
+    };
+    function pump() {
+      if (pumping || p.MapPrototypeGetSize(pending) === 0) return;
+      pumping = true;
+      PromisePrototypeThen(ops.op_dsh_replies(), settle);
+    }
+
     const namespaces = descriptor.namespaces;
     for (let n = 0; n < namespaces.length; n++) {
       const ns = namespaces[n];
@@ -126,6 +158,9 @@
       const names = ns.functions;
       for (let f = 0; f < names.length; f++) {
         const memberName = names[f];
+        const onFailure = (message) => {
+          throw fail(memberName, message);
+        };
         const call = function (args) {
           let json;
           try {
@@ -137,24 +172,14 @@
           if (json === undefined || json === TOO_LARGE) {
             const error = fail(memberName, "binding arguments must be lossless JSON");
             p.ErrorCaptureStackTrace(error, call);
+            ObjectDefineProperty(error, "stack", { __proto__: null, value: programStack(error.stack), writable: true, configurable: true, enumerable: false });
             return p.PromiseReject(error);
           }
-          // The program's call site, captured once onto a plain holder
-          // (an Error would capture a second time): a rejection's stack
-          // points at the call, not at the bridge that settled it.
-          return PromisePrototypeThen(
-            ops.op_dsh_call(n, f, json),
-            (text) => {
-              const value = losslessJson.decode(text);
-              if (value === undefined && text !== undefined) {
-                throw fail(memberName, "binding resolution must be lossless JSON");
-              }
-              return value;
-            },
-            (error) => {
-              throw fail(memberName, String(error && error.message));
-            },
-          );
+          const id = ops.op_dsh_call(n, f, json);
+          const promise = SafePromiseWithResolvers();
+          p.MapPrototypeSet(pending, id, { __proto__: null, resolve: promise.resolve, reject: promise.reject });
+          pump();
+          return PromisePrototypeThen(promise.promise, undefined, onFailure);
         };
         ObjectDefineProperty(call, "name", { __proto__: null, value: memberName });
         ObjectDefineProperty(target, memberName, { __proto__: null, value: call, enumerable: true, writable: true, configurable: true });

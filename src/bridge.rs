@@ -1,21 +1,21 @@
 //! The binding bridge: host calls out of the isolates, replies back in.
 //!
-//! A program-side `await tools.x(args)` becomes an async op on the isolate's
-//! thread, which parks a oneshot here and queues the call. The host (Node's
-//! main thread) is woken ONCE per batch: while a wake-up is pending, further
-//! calls only join the outbox, so `Promise.all` over thousands of calls
-//! costs one event-loop hop, not thousands. Replies come back one by one
-//! from the host and are routed by (run id, call id); a reply for a run that
-//! has ended finds nothing and is dropped.
+//! A program-side `await tools.x(args)` queues the call here through a sync
+//! op and gets a call id. The host (Node's main thread) is woken ONCE per
+//! batch: while a wake-up is pending, further calls only join the outbox.
+//! Replies come back in batches too, into the run's mailbox, and the run's
+//! single reply pump (an async op armed only while calls are pending) takes
+//! them all at once. So `Promise.all` over thousands of calls costs a few
+//! thread hops and no per-call future, waker or channel. A reply for a run
+//! that has ended finds no mailbox and is dropped.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use tokio::sync::oneshot;
+use tokio::sync::Notify;
 
 use crate::control::lock;
-use crate::sandbox_ext::HostCallFuture;
 
 /// One call from a program to a host function.
 #[derive(Debug)]
@@ -31,6 +31,29 @@ pub struct HostCall {
 /// A host function's answer: resolution JSON text, or rejection message.
 pub type Reply = Result<String, String>;
 
+/// The replies waiting for one run's pump.
+#[derive(Default)]
+pub struct Mailbox {
+  replies: Mutex<Vec<(u32, Reply)>>,
+  arrived: Notify,
+}
+
+impl Mailbox {
+  /// Wait until at least one reply is here, then take them all.
+  pub async fn take(&self) -> Vec<(u32, Reply)> {
+    loop {
+      {
+        let mut replies = lock(&self.replies);
+        if !replies.is_empty() {
+          return std::mem::take(&mut *replies);
+        }
+      }
+      // notify_one stores a permit when nobody waits: no lost wake-up.
+      self.arrived.notified().await;
+    }
+  }
+}
+
 #[derive(Default)]
 struct Outbox {
   calls: Vec<HostCall>,
@@ -41,7 +64,7 @@ struct Outbox {
 /// The per-runtime router between isolate threads and the host.
 pub struct Bridge {
   outbox: Mutex<Outbox>,
-  waiting: Mutex<HashMap<u32, HashMap<u32, oneshot::Sender<Reply>>>>,
+  mailboxes: Mutex<HashMap<u32, Arc<Mailbox>>>,
   next_call: AtomicU32,
   wake_host: Box<dyn Fn() + Send + Sync>,
 }
@@ -49,28 +72,25 @@ pub struct Bridge {
 impl Bridge {
   /// `wake_host` asks the host thread to come and `drain()` the outbox.
   pub fn new(wake_host: Box<dyn Fn() + Send + Sync>) -> Self {
-    Bridge { outbox: Mutex::default(), waiting: Mutex::default(), next_call: AtomicU32::new(1), wake_host }
+    Bridge { outbox: Mutex::default(), mailboxes: Mutex::default(), next_call: AtomicU32::new(1), wake_host }
   }
 
-  /// Open a run's mailbox; calls of runs without one are refused.
-  pub fn open(&self, run_id: u32) {
-    lock(&self.waiting).insert(run_id, HashMap::new());
+  /// Open a run's mailbox; replies for runs without one are dropped.
+  pub fn open(&self, run_id: u32) -> Arc<Mailbox> {
+    let mailbox = Arc::new(Mailbox::default());
+    lock(&self.mailboxes).insert(run_id, mailbox.clone());
+    mailbox
   }
 
-  /// Close a run's mailbox: pending calls are abandoned (the host may still
-  /// settle them; their replies are dropped).
+  /// Close a run's mailbox: calls still with the host are abandoned (the
+  /// host may still settle them; their replies are dropped).
   pub fn close(&self, run_id: u32) {
-    lock(&self.waiting).remove(&run_id);
+    lock(&self.mailboxes).remove(&run_id);
   }
 
-  /// Queue a call for the host and return the future of its reply.
-  pub fn call(&self, run_id: u32, namespace: u32, function: u32, args: String) -> HostCallFuture {
+  /// Queue a call for the host; returns its id.
+  pub fn call(&self, run_id: u32, namespace: u32, function: u32, args: String) -> u32 {
     let call_id = self.next_call.fetch_add(1, Ordering::Relaxed);
-    let (sender, receiver) = oneshot::channel();
-    match lock(&self.waiting).get_mut(&run_id) {
-      Some(mailbox) => mailbox.insert(call_id, sender),
-      None => return Box::pin(async { Err("the run has ended".to_owned()) }),
-    };
     let wake = {
       let mut outbox = lock(&self.outbox);
       outbox.calls.push(HostCall { run_id, call_id, namespace, function, args });
@@ -79,7 +99,7 @@ impl Bridge {
     if wake {
       (self.wake_host)();
     }
-    Box::pin(async move { receiver.await.unwrap_or_else(|_| Err("the binding call was abandoned".to_owned())) })
+    call_id
   }
 
   /// Take every queued call (the host thread, once woken).
@@ -89,20 +109,23 @@ impl Bridge {
     std::mem::take(&mut outbox.calls)
   }
 
-  /// Deliver host replies (taking the mailbox lock once); replies to ended
-  /// runs or unknown calls are dropped.
+  /// Deliver host replies, waking each run's pump once; replies for ended
+  /// runs are dropped.
   pub fn reply_all(&self, replies: impl Iterator<Item = (u32, u32, Reply)>) {
-    let mut senders = Vec::new();
+    let mut touched: Vec<Arc<Mailbox>> = Vec::new();
     {
-      let mut waiting = lock(&self.waiting);
+      let mailboxes = lock(&self.mailboxes);
       for (run_id, call_id, reply) in replies {
-        if let Some(sender) = waiting.get_mut(&run_id).and_then(|mailbox| mailbox.remove(&call_id)) {
-          senders.push((sender, reply));
+        if let Some(mailbox) = mailboxes.get(&run_id) {
+          lock(&mailbox.replies).push((call_id, reply));
+          if !touched.iter().any(|seen| Arc::ptr_eq(seen, mailbox)) {
+            touched.push(mailbox.clone());
+          }
         }
       }
     }
-    for (sender, reply) in senders {
-      let _ = sender.send(reply);
+    for mailbox in touched {
+      mailbox.arrived.notify_one();
     }
   }
 }

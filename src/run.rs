@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use deno_core::{v8, PollEventLoopOptions};
 
-use crate::bridge::Bridge;
+use crate::bridge::{Bridge, Mailbox};
 use crate::config::RuntimeConfig;
 use crate::control::{RunControl, StopReason};
 use crate::isolate::PreparedIsolate;
 use crate::ledger::{FailureKind, Output, OutputLedger};
-use crate::sandbox_ext::{HostCallFuture, HostSlot, SandboxHost, Settlement};
+use crate::sandbox_ext::{HostSlot, RepliesFuture, ReplyBatch, SandboxHost, Settlement};
 use crate::transpile::{strip_types, PROGRAM_NAME};
 use crate::watchdog::{CpuClock, Watchdog};
 
@@ -48,6 +48,7 @@ struct RunHost {
   function_counts: Vec<u32>,
   control: Arc<RunControl>,
   bridge: Arc<Bridge>,
+  mailbox: Arc<Mailbox>,
   ledger: RefCell<Option<OutputLedger>>,
   settlement: RefCell<Option<(Settlement, Vec<u16>)>>,
   started: Instant,
@@ -66,12 +67,29 @@ impl SandboxHost for RunHost {
     self.ledger.borrow().as_ref().map_or(0.0, |ledger| ledger.remaining() as f64)
   }
 
-  fn call(&self, namespace: u32, function: u32, args: String) -> HostCallFuture {
+  fn call(&self, namespace: u32, function: u32, args: String) -> Result<u32, String> {
     let known = self.function_counts.get(namespace as usize).is_some_and(|count| function < *count);
     if !known {
-      return Box::pin(async { Err("unknown binding".to_owned()) });
+      return Err("unknown binding".to_owned());
     }
-    self.bridge.call(self.run_id, namespace, function, args)
+    Ok(self.bridge.call(self.run_id, namespace, function, args))
+  }
+
+  fn replies(&self) -> RepliesFuture {
+    let mailbox = self.mailbox.clone();
+    Box::pin(async move {
+      let mut batch = ReplyBatch::default();
+      for (id, reply) in mailbox.take().await {
+        batch.ids.push(id);
+        let (ok, text) = match reply {
+          Ok(json) => (true, json),
+          Err(message) => (false, message),
+        };
+        batch.oks.push(ok);
+        batch.texts.push(text);
+      }
+      batch
+    })
   }
 
   fn settle(&self, settlement: Settlement, text: Vec<u16>) {
@@ -157,6 +175,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
     function_counts: job.function_counts.clone(),
     control: control.clone(),
     bridge: context.bridge.clone(),
+    mailbox: context.bridge.open(job.run_id),
     ledger: RefCell::new(Some(ledger)),
     settlement: RefCell::new(None),
     started: Instant::now(),
@@ -173,7 +192,6 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
       current.saturating_mul(2)
     });
   }
-  context.bridge.open(job.run_id);
   if let Some(clock) = context.clock {
     context.watchdog.meter_cpu(control, clock, Duration::from_secs_f64(config.compute_ms / 1000.0));
   }

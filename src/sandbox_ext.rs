@@ -2,7 +2,7 @@
 //!
 //! This file is compiled twice: into the addon, and into `build.rs`, which
 //! bakes the extension's JS (`js/*.js`) into the startup snapshot. It must
-//! therefore depend on nothing but deno_core, deno_error, libc and url: every op
+//! therefore depend on nothing but deno_core, deno_error, serde, libc and url: every op
 //! delegates to the [`SandboxHost`] that the run puts into the `OpState`.
 //!
 //! Every op treats its caller as hostile: the bootstrap captures the ops
@@ -17,9 +17,19 @@ use std::rc::Rc;
 use deno_core::{op2, v8, OpState};
 use deno_error::JsErrorBox;
 
-/// A pending host call: resolves with the resolution's JSON text, or fails
-/// with the message the program-side rejection carries.
-pub type HostCallFuture = Pin<Box<dyn Future<Output = Result<String, String>>>>;
+/// The run's reply pump: resolves with every reply that has arrived (at
+/// least one).
+pub type RepliesFuture = Pin<Box<dyn Future<Output = ReplyBatch>>>;
+
+/// Replies to host calls, as columns: reply `i` answers call `ids[i]`,
+/// resolving with the JSON text `texts[i]` when `oks[i]`, else rejecting
+/// with the message `texts[i]`.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct ReplyBatch {
+  pub ids: Vec<u32>,
+  pub oks: Vec<bool>,
+  pub texts: Vec<String>,
+}
 
 /// How a program settled, as reported by the bootstrap's driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,8 +66,11 @@ pub trait SandboxHost {
   fn log(&self, text: Vec<u16>) -> bool;
   /// Bytes of the output cap still free.
   fn output_remaining(&self) -> f64;
-  /// Ask the host to call `namespace`'s `function` with these JSON args.
-  fn call(&self, namespace: u32, function: u32, args: String) -> HostCallFuture;
+  /// Ask the host to call `namespace`'s `function` with these JSON args;
+  /// returns the call's id, or refuses an unknown binding.
+  fn call(&self, namespace: u32, function: u32, args: String) -> Result<u32, String>;
+  /// Wait for replies to this run's calls and take them all.
+  fn replies(&self) -> RepliesFuture;
   /// The program settled (first report wins).
   fn settle(&self, settlement: Settlement, text: Vec<u16>);
   /// `process.exit(code)`.
@@ -97,16 +110,16 @@ fn op_dsh_output_remaining(state: &mut OpState) -> Result<f64, JsErrorBox> {
   Ok(host(state)?.output_remaining())
 }
 
+#[op2(fast)]
+fn op_dsh_call(state: &mut OpState, namespace: u32, function: u32, #[string] args: String) -> Result<u32, JsErrorBox> {
+  host(state)?.call(namespace, function, args).map_err(JsErrorBox::type_error)
+}
+
 #[op2]
-#[string]
-async fn op_dsh_call(
-  state: Rc<RefCell<OpState>>,
-  namespace: u32,
-  function: u32,
-  #[string] args: String,
-) -> Result<String, JsErrorBox> {
-  let call = host(&state.borrow())?.call(namespace, function, args);
-  call.await.map_err(JsErrorBox::generic)
+#[serde]
+async fn op_dsh_replies(state: Rc<RefCell<OpState>>) -> Result<ReplyBatch, JsErrorBox> {
+  let replies = host(&state.borrow())?.replies();
+  Ok(replies.await)
 }
 
 #[op2(nofast)]
@@ -227,6 +240,7 @@ deno_core::extension!(
     op_dsh_log,
     op_dsh_output_remaining,
     op_dsh_call,
+    op_dsh_replies,
     op_dsh_settle,
     op_dsh_exit,
     op_dsh_now,
