@@ -13,8 +13,10 @@
   const ReflectApply = Reflect.apply;
   const FunctionPrototypeCall = Function.prototype.call;
   // uncurryThis(String.prototype.slice)(s, 0, 1) === s.slice(0, 1), without
-  // consulting the (mutable) prototype at call time.
-  const uncurryThis = (fn) => (thisArg, ...args) => ReflectApply(fn, thisArg, args);
+  // consulting the (mutable) prototype at call time: `call` bound to `fn`.
+  // A bound function keeps its captured target, so a program that later
+  // replaces Function.prototype.call or .bind changes nothing here.
+  const uncurryThis = Function.prototype.bind.bind(FunctionPrototypeCall);
 
   const p = Object.create(null);
   p.uncurryThis = uncurryThis;

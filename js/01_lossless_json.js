@@ -17,9 +17,7 @@
       ArrayPrototype,
       ObjectPrototype,
       ObjectGetPrototypeOf,
-      ObjectGetOwnPropertyDescriptor,
       ObjectIs,
-      ObjectHasOwn,
       ReflectOwnKeys,
       NumberIsFinite,
       JSONStringify,
@@ -27,18 +25,12 @@
       SetPrototypeAdd,
       SetPrototypeHas,
       SetPrototypeDelete,
-      ArrayPrototypeJoin,
+      ObjectPrototypePropertyIsEnumerable,
       isProxy,
     } = p;
     const SafeSet = p.Set;
     const RegExpPrototypeExec = p.RegExpPrototypeExec;
     const SUSPICIOUS_NUMBER = new p.RegExp("-0|[eE][+-]?\\d{3}|\\d{309}");
-
-    // Frames of the explicit walk stack. `LEAVE` pops an ancestor off the
-    // cycle set; `SEP`/`TEXT` emit literal text; `VALUE` visits a value.
-    const VALUE = 0;
-    const TEXT = 1;
-    const LEAVE = 2;
 
     /**
      * Encode a lossless JSON value as compact JSON text.
@@ -51,7 +43,7 @@
      */
     function encode(value, maxUnits) {
       const limit = maxUnits === undefined ? Infinity : maxUnits;
-      // Fast path for a primitive root.
+      // A primitive root needs no walk.
       switch (typeof value) {
         case "string": {
           const text = JSONStringify(value);
@@ -68,102 +60,103 @@
         default:
           return undefined;
       }
-      const out = [];
-      let outLength = 0;
-      const ancestors = new SafeSet();
-      // Parallel arrays as the work stack: kinds and payloads.
-      const kinds = [VALUE];
-      const items = [value];
-      let top = 1;
-      const push = (kind, item) => {
-        kinds[top] = kind;
-        items[top] = item;
-        top++;
-      };
-      const emit = (text) => {
-        out[out.length] = text;
-        outLength += text.length;
-        return outLength <= limit;
-      };
-      while (top > 0) {
-        top--;
-        const kind = kinds[top];
-        const item = items[top];
-        items[top] = undefined;
-        if (kind === TEXT) {
-          if (!emit(item)) return TOO_LARGE;
+      // The walk keeps one frame per open container (its children read
+      // once, up front) in parallel arrays, and emits primitives inline; it
+      // never recurses. Frames are not objects: allocating one per
+      // container was most of the cost of encoding a small value.
+      const containers = [];
+      const keyLists = [];
+      const valueLists = [];
+      const nexts = [];
+      // Cycle check: the containers currently open. Created only once a
+      // container nests (a flat value cannot be its own ancestor).
+      let ancestors;
+      let depth = 0;
+      let out = "";
+      if (!open(value)) return undefined;
+      while (depth > 0) {
+        const top = depth - 1;
+        const values = valueLists[top];
+        const keys = keyLists[top];
+        const i = nexts[top];
+        if (i === values.length) {
+          out += keys === null ? "]" : "}";
+          if (ancestors !== undefined) SetPrototypeDelete(ancestors, containers[top]);
+          depth = top;
           continue;
         }
-        if (kind === LEAVE) {
-          SetPrototypeDelete(ancestors, item);
-          continue;
-        }
-        const v = item;
-        if (v === null) {
-          if (!emit("null")) return TOO_LARGE;
-          continue;
-        }
-        switch (typeof v) {
+        nexts[top] = i + 1;
+        if (i > 0) out += ",";
+        if (keys !== null) out += JSONStringify(keys[i]) + ":";
+        const child = values[i];
+        switch (typeof child) {
           case "string":
-            if (!emit(JSONStringify(v))) return TOO_LARGE;
-            continue;
-          case "boolean":
-            if (!emit(v ? "true" : "false")) return TOO_LARGE;
-            continue;
+            out += JSONStringify(child);
+            break;
           case "number":
-            if (!NumberIsFinite(v) || ObjectIs(v, -0)) return undefined;
-            if (!emit("" + v)) return TOO_LARGE;
-            continue;
+            if (!NumberIsFinite(child) || ObjectIs(child, -0)) return undefined;
+            out += "" + child;
+            break;
+          case "boolean":
+            out += child ? "true" : "false";
+            break;
           case "object":
+            if (child === null) {
+              out += "null";
+              break;
+            }
+            if (ancestors === undefined) {
+              ancestors = new SafeSet();
+              for (let f = 0; f < depth; f++) SetPrototypeAdd(ancestors, containers[f]);
+            }
+            if (!open(child)) return undefined;
             break;
           default:
             return undefined;
         }
-        if (isProxy(v) || SetPrototypeHas(ancestors, v)) return undefined;
+        if (out.length > limit) return TOO_LARGE;
+      }
+      return out.length <= limit ? out : TOO_LARGE;
+
+      /**
+       * Check one container and read its children once: a dense plain
+       * array, or a plain / null-prototype object with only enumerable
+       * string keys. Pushes its frame and opening bracket; false when the
+       * value is not lossless JSON.
+       */
+      function open(v) {
+        if (isProxy(v) || (ancestors !== undefined && SetPrototypeHas(ancestors, v))) return false;
         const proto = ObjectGetPrototypeOf(v);
-        if (ArrayIsArray(v)) {
-          if (proto !== ArrayPrototype) return undefined;
-          const keys = ReflectOwnKeys(v);
-          const length = v.length;
-          if (keys.length !== length + 1) return undefined;
-          // Read every slot once, up front: a getter may run, and a slot
-          // that is missing (sparse) fails the value.
-          const slots = [];
-          for (let i = 0; i < length; i++) {
-            const desc = ObjectGetOwnPropertyDescriptor(v, i);
-            if (desc === undefined || !desc.enumerable) return undefined;
-            slots[i] = ObjectHasOwn(desc, "value") ? desc.value : v[i];
-          }
-          SetPrototypeAdd(ancestors, v);
-          push(LEAVE, v);
-          push(TEXT, "]");
-          for (let i = length - 1; i >= 0; i--) {
-            push(VALUE, slots[i]);
-            if (i > 0) push(TEXT, ",");
-          }
-          if (!emit("[")) return TOO_LARGE;
-          continue;
-        }
-        if (proto !== ObjectPrototype && proto !== null) return undefined;
         const keys = ReflectOwnKeys(v);
         const values = [];
-        for (let i = 0; i < keys.length; i++) {
-          const key = keys[i];
-          if (typeof key !== "string") return undefined;
-          const desc = ObjectGetOwnPropertyDescriptor(v, key);
-          if (desc === undefined || !desc.enumerable) return undefined;
-          values[i] = ObjectHasOwn(desc, "value") ? desc.value : v[key];
+        let isArray = false;
+        if (ArrayIsArray(v)) {
+          if (proto !== ArrayPrototype) return false;
+          const length = v.length;
+          if (keys.length !== length + 1) return false;
+          for (let i = 0; i < length; i++) {
+            // Own and enumerable, or the array is sparse; a getter runs once.
+            if (!ObjectPrototypePropertyIsEnumerable(v, i)) return false;
+            values[i] = v[i];
+          }
+          isArray = true;
+        } else {
+          if (proto !== ObjectPrototype && proto !== null) return false;
+          for (let i = 0; i < keys.length; i++) {
+            const key = keys[i];
+            if (typeof key !== "string" || !ObjectPrototypePropertyIsEnumerable(v, key)) return false;
+            values[i] = v[key];
+          }
         }
-        SetPrototypeAdd(ancestors, v);
-        push(LEAVE, v);
-        push(TEXT, "}");
-        for (let i = keys.length - 1; i >= 0; i--) {
-          push(VALUE, values[i]);
-          push(TEXT, (i > 0 ? "," : "") + JSONStringify(keys[i]) + ":");
-        }
-        if (!emit("{")) return TOO_LARGE;
+        if (ancestors !== undefined) SetPrototypeAdd(ancestors, v);
+        containers[depth] = v;
+        keyLists[depth] = isArray ? null : keys;
+        valueLists[depth] = values;
+        nexts[depth] = 0;
+        depth++;
+        out += isArray ? "[" : "{";
+        return true;
       }
-      return ArrayPrototypeJoin(out, "");
     }
 
     /**
