@@ -118,7 +118,7 @@ fn next_submission(shared: &Shared) -> Option<Submission> {
 }
 
 fn thread_main(shared: &Shared) {
-  let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+  let runtime = match tokio::runtime::Builder::new_current_thread().enable_time().build() {
     Ok(runtime) => runtime,
     Err(error) => return fail_every_run(shared, &format!("the pool thread could not start: {error}")),
   };
