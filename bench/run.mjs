@@ -70,18 +70,28 @@ async function alternateValue(program, repeats) {
   return samples
 }
 
+/**
+ * One backend/scenario in its own process. A backend that cannot survive
+ * the scenario (the reference spawns one worker per run: 2000 at once can
+ * exhaust the machine and abort) is reported as failed, not retried.
+ */
 function child(backend, scenario, runs) {
   const script = fileURLToPath(new URL('./child.mjs', import.meta.url))
-  const stdout = execFileSync(process.execPath, ['--expose-gc', script, backend, scenario, String(runs)], {
-    encoding: 'utf8',
-    maxBuffer: 1 << 20,
-    stdio: ['ignore', 'pipe', 'ignore'],
-    timeout: 1_800_000,
-  })
-  return JSON.parse(stdout.trim().split('\n').at(-1))
+  try {
+    const stdout = execFileSync(process.execPath, ['--expose-gc', script, backend, scenario, String(runs)], {
+      encoding: 'utf8',
+      maxBuffer: 1 << 20,
+      stdio: ['ignore', 'pipe', 'ignore'],
+      timeout: 1_800_000,
+    })
+    return JSON.parse(stdout.trim().split('\n').at(-1))
+  } catch (error) {
+    return { backend, scenario, runs, failed: error.signal ?? `exit ${error.status}` }
+  }
 }
 
 const rows = []
+const failures = []
 /** lowerIsBetter: the ratio is reference / v8 (how many times faster). */
 function row(scenario, metric, unit, v8Value, workerValue, lowerIsBetter, target) {
   const ratio = lowerIsBetter ? workerValue / v8Value : v8Value / workerValue
@@ -120,8 +130,16 @@ const compute = await alternate(COMPUTE, sizes.computeRepeats, 1)
 row('5. compute (JSON, 5e7 loop, regex)', 'p50', 'ms', median(compute.v8), median(compute.worker), true, '>= 0.95x')
 
 const tp = { v8: child('v8', 'throughput', sizes.throughput), worker: child('worker', 'throughput', sizes.throughput) }
-row(`2. throughput (${sizes.throughput} at once)`, 'runs/s', 'runs/s', tp.v8.runsPerSecond, tp.worker.runsPerSecond, false, '>= 20x')
-row(`2. throughput (${sizes.throughput} at once)`, 'peak RSS', 'MiB', tp.v8.peakRssMb, tp.worker.peakRssMb, true, 'lower')
+for (const result of Object.values(tp)) {
+  if (result.failed) {
+    failures.push(`${result.backend} ${result.scenario} (${result.runs} at once) failed: ${result.failed}`)
+    console.log(`2. throughput (${sizes.throughput} at once)  ${result.backend}: FAILED (${result.failed})`)
+  }
+}
+if (!tp.v8.failed && !tp.worker.failed) {
+  row(`2. throughput (${sizes.throughput} at once)`, 'runs/s', 'runs/s', tp.v8.runsPerSecond, tp.worker.runsPerSecond, false, '>= 20x')
+  row(`2. throughput (${sizes.throughput} at once)`, 'peak RSS', 'MiB', tp.v8.peakRssMb, tp.worker.peakRssMb, true, 'lower')
+}
 
 const mem = { v8: child('v8', 'memory', sizes.memory), worker: child('worker', 'memory', sizes.memory) }
 row('6. memory: idle runtime', 'RSS', 'MiB', mem.v8.idleRssMb, mem.worker.idleRssMb, true)
@@ -132,6 +150,7 @@ const results = {
   machine: { cores: os.cpus().length, memoryGiB: os.totalmem() / 2 ** 30, node: process.version },
   sizes,
   rows,
+  failures,
   raw: { tp, mem },
 }
 const here = (name) => fileURLToPath(new URL(name, import.meta.url))
