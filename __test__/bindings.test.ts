@@ -290,6 +290,18 @@ describe('calls', () => {
     await short.dispose()
   })
 
+  it('the pump\'s brief spin while waiting for replies is not charged either', async () => {
+    // 5000 sequential calls: the program's own CPU is a few tens of ms, but
+    // the pump may spin up to 40 us per call waiting for the host; charged,
+    // that alone would exceed the budget.
+    const tight = await mount({ computeMs: 150, poolSize: 1 })
+    const result = await tight.run('let s = 0; for (let i = 0; i < 5000; i++) s += await tools.echo(i); return s', {
+      bindings: tools({ echo: async (i) => i }),
+    })
+    expect(result).toEqual({ logs: [], value: (4999 * 5000) / 2 })
+    await tight.dispose()
+  })
+
   it('awaiting a slow binding is not charged to the compute budget', async () => {
     const tight = await mount({ computeMs: 1000, poolSize: 1 })
     const result = await tight.run('return await tools.slow({})', {

@@ -6,7 +6,7 @@
 //! included) and wakes the run's event loop, which may be parked waiting
 //! on a host call that termination alone would not interrupt.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use deno_core::v8;
@@ -40,6 +40,9 @@ pub struct RunControl {
   isolate: Mutex<Option<v8::IsolateHandle>>,
   /// Set once the program settled: later stop requests change nothing.
   settled: AtomicBool,
+  /// CPU time (ns) the run's thread spent waiting for the host by spinning;
+  /// the watchdog does not charge it to the compute budget.
+  waiting_cpu_ns: AtomicU64,
   wake: Notify,
 }
 
@@ -91,6 +94,11 @@ impl RunControl {
         isolate.terminate_execution();
       }
     }
+  }
+
+  /// CPU time spent waiting for the host, not charged to the budget.
+  pub fn waiting_cpu(&self) -> &AtomicU64 {
+    &self.waiting_cpu_ns
   }
 
   /// Resolves once the run has been stopped.

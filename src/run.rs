@@ -49,6 +49,7 @@ struct RunHost {
   control: Arc<RunControl>,
   bridge: Arc<Bridge>,
   mailbox: Arc<Mailbox>,
+  clock: Option<CpuClock>,
   ledger: RefCell<Option<OutputLedger>>,
   settlement: RefCell<Option<(Settlement, Vec<u16>)>>,
   started: Instant,
@@ -77,9 +78,11 @@ impl SandboxHost for RunHost {
 
   fn replies(&self) -> RepliesFuture {
     let mailbox = self.mailbox.clone();
+    let control = self.control.clone();
+    let clock = self.clock;
     Box::pin(async move {
       let mut batch = ReplyBatch::default();
-      for (id, reply) in mailbox.take().await {
+      for (id, reply) in mailbox.take(clock, control.waiting_cpu()).await {
         batch.ids.push(id);
         let (ok, text) = match reply {
           Ok(json) => (true, json),
@@ -176,6 +179,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
     control: control.clone(),
     bridge: context.bridge.clone(),
     mailbox: context.bridge.open(job.run_id),
+    clock: context.clock,
     ledger: RefCell::new(Some(ledger)),
     settlement: RefCell::new(None),
     started: Instant::now(),

@@ -133,7 +133,8 @@ fn watch_loop(shared: &Shared) {
       }
       next = next.min(run.wall_deadline - now);
       if let Some(cpu) = &run.cpu {
-        let used = cpu.clock.now().map_or(Duration::ZERO, |t| t.saturating_sub(cpu.start));
+        let waiting = Duration::from_nanos(run.control.waiting_cpu().load(std::sync::atomic::Ordering::Relaxed));
+        let used = cpu.clock.now().map_or(Duration::ZERO, |t| t.saturating_sub(cpu.start).saturating_sub(waiting));
         if used >= cpu.budget {
           run.control.stop(StopReason::ComputeBudget);
           return false;
