@@ -152,13 +152,13 @@ fn finish_stopped(ledger: OutputLedger, reason: &StopReason, config: &RuntimeCon
 /// An isolate that has run a program. It is never reused, terminated or
 /// not; the pool thread disposes of it after delivering the result, so that
 /// isolate teardown is off the run's critical path.
-pub struct SpentIsolate(#[allow(dead_code)] Option<PreparedIsolate>);
+pub struct SpentIsolate(#[allow(dead_code, reason = "held only to be dropped after delivery")] PreparedIsolate);
 
 /// Execute one run on `isolate`.
 pub async fn execute(isolate: PreparedIsolate, job: &RunJob, context: &RunContext<'_>) -> (Output, SpentIsolate) {
   let mut isolate = isolate;
   let output = execute_on(&mut isolate, job, context).await;
-  (output, SpentIsolate(Some(isolate)))
+  (output, SpentIsolate(isolate))
 }
 
 async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunContext<'_>) -> Output {
