@@ -85,6 +85,10 @@ const base: string[] = [
   // custom inspect
   "({ [Symbol.for('nodejs.util.inspect.custom')]() { return 'custom!' } })",
   "({ [Symbol.for('nodejs.util.inspect.custom')]() { return { replaced: true } } })",
+  // collection iterators (previewed without being advanced)
+  "new Map([['a', 1], ['b', { c: 2 }]]).entries()", "new Map([['a', 1]]).keys()", "new Map([['a', [1, 2]]]).values()",
+  'new Set([1, 2, 3]).values()', "new Set(['x']).entries()", '(() => { const it = new Set([1, 2, 3]).values(); it.next(); return it })()',
+  'new Map(Array.from({ length: 120 }, (_, i) => [i, i])).entries()', '[1, 2][Symbol.iterator]()',
   // misc
   'globalThis.Math', 'JSON', '[new Date(0), /r/, 1n, Symbol("x")]', "'top-level strings are raw'", '(function () { return arguments })(1, 2)',
 ]

@@ -230,6 +230,7 @@
     "op_dsh_random",
     "op_dsh_url_parse",
     "op_dsh_url_set",
+    "op_dsh_preview_entries",
   ]) {
     ops[name] = coreOps[name];
   }

@@ -452,11 +452,13 @@
       } else if (isMapIterator(value)) {
         keys = getKeys(value);
         braces = getIteratorBraces("Map", tag);
-        formatter = () => ["<items unknown>"];
+        const iteratorBraces = braces;
+        formatter = (c, v, r) => formatIterator(iteratorBraces, c, v, r);
       } else if (isSetIterator(value)) {
         keys = getKeys(value);
         braces = getIteratorBraces("Set", tag);
-        formatter = () => ["<items unknown>"];
+        const iteratorBraces = braces;
+        formatter = (c, v, r) => formatIterator(iteratorBraces, c, v, r);
       } else {
         noIterator = true;
       }
@@ -954,6 +956,39 @@
     }
     if (remaining > 0) ArrayPrototypePush(output, remainingText(remaining));
     ctx.indentationLvl -= 2;
+    return output;
+  }
+
+  // Entries of a Map/Set iterator from its position, read by the engine
+  // without advancing it (Node's previewEntries).
+  function formatIterator(braces, ctx, value, recurseTimes) {
+    const preview = dsh.ops.op_dsh_preview_entries(value);
+    if (preview === undefined) return ["<items unknown>"];
+    const entries = preview[0];
+    if (preview[1]) {
+      // Not String.prototype.replace: even a string pattern consults the
+      // (program-mutable) Symbol.replace of String.prototype.
+      if (StringPrototypeEndsWith(braces[0], " Iterator] {")) {
+        braces[0] = StringPrototypeSlice(braces[0], 0, -" Iterator] {".length) + " Entries] {";
+      }
+      const len = entries.length / 2;
+      const maxLength = MathMin(MathMax(ctx.maxArrayLength, 0), len);
+      const output = [];
+      ctx.indentationLvl += 2;
+      for (let i = 0; i < maxLength; i++) {
+        const pair = [formatValue(ctx, entries[i * 2], recurseTimes), formatValue(ctx, entries[i * 2 + 1], recurseTimes)];
+        ArrayPrototypePush(output, reduceToSingleString(ctx, pair, "", ["[", "]"], kArrayExtrasType, recurseTimes));
+      }
+      ctx.indentationLvl -= 2;
+      if (len > maxLength) ArrayPrototypePush(output, remainingText(len - maxLength));
+      return output;
+    }
+    const maxLength = MathMin(MathMax(ctx.maxArrayLength, 0), entries.length);
+    const output = [];
+    ctx.indentationLvl += 2;
+    for (let i = 0; i < maxLength; i++) ArrayPrototypePush(output, formatValue(ctx, entries[i], recurseTimes));
+    ctx.indentationLvl -= 2;
+    if (entries.length > maxLength) ArrayPrototypePush(output, remainingText(entries.length - maxLength));
     return output;
   }
 

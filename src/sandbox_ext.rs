@@ -166,6 +166,28 @@ fn op_dsh_random(#[buffer] buffer: &mut [u8]) -> Result<(), JsErrorBox> {
   Ok(())
 }
 
+/// For inspect: the entries of a Map/Set iterator from its current position,
+/// without advancing it, as `[entries, isKeyValue]`; `undefined` for
+/// anything else.
+#[op2]
+fn op_dsh_preview_entries<'s, 'i>(
+  scope: &mut v8::PinScope<'s, 'i>,
+  value: v8::Local<'s, v8::Value>,
+) -> v8::Local<'s, v8::Value> {
+  let undefined = v8::undefined(scope).into();
+  let Ok(object) = v8::Local::<v8::Object>::try_from(value) else {
+    return undefined;
+  };
+  let (Some(entries), is_key_value) = object.preview_entries(scope) else {
+    return undefined;
+  };
+  let out = v8::Array::new(scope, 2);
+  out.set_index(scope, 0, entries.into());
+  let flag = v8::Boolean::new(scope, is_key_value);
+  out.set_index(scope, 1, flag.into());
+  out.into()
+}
+
 /// The components a URL object exposes, in this order.
 const URL_PARTS: usize = 11;
 
@@ -247,6 +269,7 @@ deno_core::extension!(
     op_dsh_random,
     op_dsh_url_parse,
     op_dsh_url_set,
+    op_dsh_preview_entries,
   ],
   js = [
     dir "js",
