@@ -21,6 +21,7 @@ async function inNode(body: string): Promise<unknown> {
 const snippets: Record<string, string> = {
   'TextEncoder.encode': "return Array.from(new TextEncoder().encode('aé€😀\\ud800'))",
   'TextEncoder.encoding and encodeInto': "const d = new Uint8Array(5); const r = new TextEncoder().encodeInto('a€😀', d); return [new TextEncoder().encoding, r.read, r.written, Array.from(d)]",
+  'TextEncoder.encodeInto edges': "const e = new TextEncoder(); return [[0, 3, 4, 8].map((n) => { const d = new Uint8Array(n); const r = e.encodeInto('\\ud800x😀', d); return [r.read, r.written, Array.from(d)] }), e.encodeInto('', new Uint8Array(2))]",
   'TextDecoder utf-8 with replacement': 'return new TextDecoder().decode(new Uint8Array([0x61, 0xc3, 0xa9, 0xff, 0xe2, 0x82, 0xac, 0xf0, 0x9f, 0x98, 0x80, 0xc3]))',
   'TextDecoder streaming': "const d = new TextDecoder(); return d.decode(new Uint8Array([0xe2, 0x82]), { stream: true }) + '|' + d.decode(new Uint8Array([0xac]))",
   'TextDecoder BOM and labels': 'return [new TextDecoder().decode(new Uint8Array([0xef, 0xbb, 0xbf, 0x41])), new TextDecoder("utf-16le").decode(new Uint8Array([0x41, 0, 0x42, 0])), new TextDecoder("latin1").encoding, new TextDecoder("UTF8").encoding]',

@@ -26,8 +26,6 @@
     StringPrototypeSlice,
     MathMax,
     MathFloor,
-    NumberPrototypeToString,
-    String,
     Number,
   } = p;
   const core = globalThis.Deno.core;

@@ -8,26 +8,35 @@
   const p = dsh.primordials;
   const { Uint8Array, String, StringFromCharCode, StringPrototypeCharCodeAt, StringPrototypeToLowerCase, StringPrototypeTrim, TypeError, RangeError } = p;
 
-  function utf8Encode(input) {
-    const str = String(input);
-    const bytes = new Uint8Array(str.length * 3);
+  /**
+   * UTF-8 of `str` (a lone surrogate becomes U+FFFD), stopping before the
+   * first code point that would not fit in `limit` bytes. Serves both
+   * encode() (no limit) and encodeInto() (the destination's length).
+   * @returns [bytes, UTF-16 units read]
+   */
+  function utf8EncodePrefix(str, limit) {
+    const bytes = new Uint8Array(p.MathMin(str.length * 3, limit));
     let n = 0;
-    for (let i = 0; i < str.length; i++) {
+    let i = 0;
+    for (; i < str.length; i++) {
       let c = StringPrototypeCharCodeAt(str, i);
+      let units = 1;
       if (c >= 0xd800 && c <= 0xdbff && i + 1 < str.length) {
         const d = StringPrototypeCharCodeAt(str, i + 1);
         if (d >= 0xdc00 && d <= 0xdfff) {
           c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
-          i++;
+          units = 2;
         }
       }
       if (c >= 0xd800 && c <= 0xdfff) c = 0xfffd;
-      if (c < 0x80) {
+      const size = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+      if (n + size > limit) break;
+      if (size === 1) {
         bytes[n++] = c;
-      } else if (c < 0x800) {
+      } else if (size === 2) {
         bytes[n++] = 0xc0 | (c >> 6);
         bytes[n++] = 0x80 | (c & 63);
-      } else if (c < 0x10000) {
+      } else if (size === 3) {
         bytes[n++] = 0xe0 | (c >> 12);
         bytes[n++] = 0x80 | ((c >> 6) & 63);
         bytes[n++] = 0x80 | (c & 63);
@@ -37,8 +46,14 @@
         bytes[n++] = 0x80 | ((c >> 6) & 63);
         bytes[n++] = 0x80 | (c & 63);
       }
+      i += units - 1;
     }
-    return p.TypedArrayPrototypeSubarray(bytes, 0, n).slice();
+    // A copy through the captured constructor, not the prototype's slice().
+    return [new Uint8Array(p.TypedArrayPrototypeSubarray(bytes, 0, n)), i];
+  }
+
+  function utf8Encode(input) {
+    return utf8EncodePrefix(String(input), Infinity)[0];
   }
 
   class TextEncoder {
@@ -49,23 +64,10 @@
       return utf8Encode(input);
     }
     encodeInto(source, destination) {
-      const bytes = utf8Encode(source);
       // Only whole code points are written.
-      let written = 0;
-      let read = 0;
-      const str = String(source);
-      for (let i = 0; i < str.length; i++) {
-        const c = StringPrototypeCharCodeAt(str, i);
-        const pair = c >= 0xd800 && c <= 0xdbff && i + 1 < str.length &&
-          StringPrototypeCharCodeAt(str, i + 1) >= 0xdc00 && StringPrototypeCharCodeAt(str, i + 1) <= 0xdfff;
-        const size = pair ? 4 : c < 0x80 ? 1 : c < 0x800 ? 2 : 3;
-        if (written + size > destination.length) break;
-        for (let k = 0; k < size; k++) destination[written + k] = bytes[written + k];
-        written += size;
-        read += pair ? 2 : 1;
-        if (pair) i++;
-      }
-      return { read, written };
+      const [bytes, read] = utf8EncodePrefix(String(source), destination.length);
+      p.TypedArrayPrototypeSet(destination, bytes, 0);
+      return { read, written: bytes.length };
     }
   }
 
@@ -171,7 +173,9 @@
         }
         if (j <= need) {
           if (i + j >= bytes.length && stream) {
-            this.#pending = p.ArrayPrototypeSlice(p.ArrayPrototypeMap(p.ArrayPrototypeSlice([...bytes], i), (x) => x));
+            const rest = [];
+            for (let k = i; k < bytes.length; k++) rest[rest.length] = bytes[k];
+            this.#pending = rest;
             return out;
           }
           fail();

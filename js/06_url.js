@@ -7,7 +7,7 @@
 ((globalThis) => {
   const dsh = globalThis.__dsh;
   const { primordials: p, ops } = dsh;
-  const { String, TypeError, ArrayPrototypePush, ArrayPrototypeJoin, ArrayPrototypeMap, StringPrototypeCharCodeAt, NumberPrototypeToString, StringPrototypeToUpperCase } = p;
+  const { String, TypeError, ArrayPrototypePush, ArrayPrototypeJoin, StringPrototypeCharCodeAt, NumberPrototypeToString, StringPrototypeToUpperCase } = p;
   const inspectCustom = p.SymbolFor("nodejs.util.inspect.custom");
 
   const HEX_PAIR = new p.RegExp("^[0-9a-fA-F]{2}$");

@@ -13,18 +13,15 @@
   const {
     ObjectCreate,
     ObjectDefineProperty,
-    ObjectFreeze,
     ObjectPrototypeIsPrototypeOf,
     ErrorPrototype,
     Error: SafeError,
     String,
-    ReflectApply,
     PromisePrototypeThen,
     SafePromiseWithResolvers,
     Promise: SafePromise,
     JSONParse,
     StringPrototypeSplit,
-    StringPrototypeIncludes,
     ArrayPrototypeFilter,
     ArrayPrototypeJoin,
   } = p;
