@@ -30,6 +30,10 @@ pub struct PreparedIsolate {
 /// Refuses every module: a program has no `import()` of anything.
 struct NoModules;
 
+fn no_module(specifier: &str) -> JsErrorBox {
+  JsErrorBox::type_error(format!("Cannot import '{specifier}': modules are not available in this sandbox"))
+}
+
 impl ModuleLoader for NoModules {
   fn resolve(
     &self,
@@ -37,7 +41,7 @@ impl ModuleLoader for NoModules {
     _referrer: &str,
     _kind: deno_core::ResolutionKind,
   ) -> Result<ModuleSpecifier, deno_core::error::ModuleLoaderError> {
-    Err(JsErrorBox::type_error(format!("Cannot import '{specifier}': modules are not available in this sandbox")))
+    Err(no_module(specifier))
   }
 
   fn load(
@@ -46,9 +50,7 @@ impl ModuleLoader for NoModules {
     _referrer: Option<&deno_core::ModuleLoadReferrer>,
     _options: deno_core::ModuleLoadOptions,
   ) -> ModuleLoadResponse {
-    ModuleLoadResponse::Sync(Err(JsErrorBox::type_error(format!(
-      "Cannot import '{specifier}': modules are not available in this sandbox"
-    ))))
+    ModuleLoadResponse::Sync(Err(no_module(specifier.as_str())))
   }
 }
 

@@ -140,9 +140,7 @@ fn thread_main(shared: &Shared) {
         let (output, spent) = runtime.block_on(execute(isolate, &submission.job, &context));
         (output, Some(spent))
       }
-      Err(message) => {
-        (OutputLedger::new(shared.config.max_output_bytes).finish_failure(FailureKind::WorkerExit, message.encode_utf16().collect()), None)
-      }
+      Err(message) => (substrate_failure(&shared.config, &message), None),
     };
     shared.watchdog.forget(&submission.job.control);
     (submission.deliver)(output);
@@ -153,8 +151,12 @@ fn thread_main(shared: &Shared) {
 
 fn fail_every_run(shared: &Shared, message: &str) {
   while let Some(submission) = next_submission(shared) {
-    let output = OutputLedger::new(shared.config.max_output_bytes)
-      .finish_failure(FailureKind::WorkerExit, message.encode_utf16().collect());
-    (submission.deliver)(output);
+    (submission.deliver)(substrate_failure(&shared.config, message));
   }
+}
+
+/// The output of a run whose substrate (thread runtime or isolate) could
+/// not be made: `worker-exit` with `message`, through the ledger.
+fn substrate_failure(config: &RuntimeConfig, message: &str) -> Output {
+  OutputLedger::new(config.max_output_bytes).finish_failure(FailureKind::WorkerExit, message.encode_utf16().collect())
 }
