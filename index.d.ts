@@ -12,10 +12,10 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 /** A pool of V8 isolates that runs programs (one `V8CodeRuntime`). */
 export declare class NativeRuntime {
   /**
-   * Start the pool. `onCalls` is invoked (with no arguments) whenever host
-   * calls are waiting; it must call `drainCalls()`.
+   * Start the pool. `onCalls(ids, args)` receives each batch of host calls
+   * (layout: [`HostCallIds`]) and answers them through `reply()`.
    */
-  constructor(config: NativeConfig, onCalls: () => unknown)
+  constructor(config: NativeConfig, onCalls: (ids: Uint32Array, args: string[]) => void)
   /**
    * Run one program. Resolves with the run's result; rejects only when the
    * runtime is disposed or the queue is full.
@@ -23,15 +23,21 @@ export declare class NativeRuntime {
   run(runId: number, program: string, bindingsJson: string): Promise<NativeRunResult>
   /** Abort a live run; its result reports `abort` with `reason`. */
   abort(runId: number, reason: string): void
-  /** Take the host calls that are waiting. */
-  drainCalls(): NativeHostCalls
   /**
-   * Answer host calls, in columns: reply `i` settles `(runIds[i],
-   * callIds[i])`, resolving with the JSON text `texts[i]` when `oks[i]` is
-   * 1, rejecting with the message `texts[i]` otherwise. Replies for runs
-   * that have ended are dropped.
+   * Answer host calls: reply `i` settles (run `ids[3i]`, call `ids[3i+1]`),
+   * resolving with the JSON text `texts[i]` when `ids[3i+2]` is 1, rejecting
+   * with the message `texts[i]` otherwise. Replies for runs that have ended
+   * are dropped. Returns whether a live run was answered: the host should
+   * then call `linger()` once its current turn is over.
    */
-  reply(runIds: Uint32Array, callIds: Uint32Array, oks: Uint8Array, texts: Array<string>): void
+  reply(ids: Uint32Array, texts: Array<string>): boolean
+  /**
+   * Wait briefly, awake, for an answered run's next call (at most 30 us,
+   * backing off when calls do not follow), so that its wake-up does not
+   * find this thread asleep. Call it between event-loop turns
+   * (`setImmediate`), never inside the turn that answered.
+   */
+  linger(): void
   /**
    * A result for a run that fails before it starts (a pre-aborted signal),
    * through the same output ledger as every other result.
@@ -75,21 +81,6 @@ export interface NativeConfig {
   poolSize: number
   /** Runs that may wait for a free isolate before run() rejects. Default 10000. */
   maxQueuedRuns: number
-}
-
-/**
- * The program-to-host calls waiting, as columns: call `i` is
- * `(runIds[i], callIds[i], namespaces[i], functions[i], args[i])`.
- * Columns, not one object per call: `Promise.all` over thousands of calls
- * hands them over in one crossing without building thousands of objects.
- */
-export interface NativeHostCalls {
-  runIds: Uint32Array
-  callIds: Uint32Array
-  namespaces: Uint32Array
-  functions: Uint32Array
-  /** Lossless JSON text of each argument. */
-  args: Array<string>
 }
 
 /**

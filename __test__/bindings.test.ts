@@ -291,15 +291,41 @@ describe('calls', () => {
   })
 
   it('the pump\'s brief spin while waiting for replies is not charged either', async () => {
-    // 5000 sequential calls: the program's own CPU is a few tens of ms, but
-    // the pump may spin up to 40 us per call waiting for the host; charged,
-    // that alone would exceed the budget.
+    // 5000 sequential calls to a host function that takes ~60 us: the
+    // program's own CPU is a few tens of ms, but the pump spins its full
+    // 40 us per call waiting for each reply (200 ms in all); charged, that
+    // alone would exceed the budget.
     const tight = await mount({ computeMs: 150, poolSize: 1 })
     const result = await tight.run('let s = 0; for (let i = 0; i < 5000; i++) s += await tools.echo(i); return s', {
-      bindings: tools({ echo: async (i) => i }),
+      bindings: tools({
+        echo: async (i) => {
+          const until = performance.now() + 0.06
+          while (performance.now() < until);
+          return i
+        },
+      }),
     })
     expect(result).toEqual({ logs: [], value: (4999 * 5000) / 2 })
     await tight.dispose()
+  })
+
+  it('sequential calls never hold the host\'s event loop: it turns between an answer and the next call', async () => {
+    // The host waits briefly, awake, for a program's next call after each
+    // answer; that call must still be taken in a later event-loop turn, so
+    // the host's own work (here a setImmediate chain) interleaves with it.
+    let turns = 0
+    let running = true
+    const turn = () => {
+      turns++
+      if (running) setImmediate(turn)
+    }
+    setImmediate(turn)
+    const result = await m.run('let s = 0; for (let i = 0; i < 2000; i++) s += await tools.echo(i); return s', {
+      bindings: tools({ echo: async (i) => i }),
+    })
+    running = false
+    expect(result).toEqual({ logs: [], value: (1999 * 2000) / 2 })
+    expect(turns).toBeGreaterThanOrEqual(2000)
   })
 
   it('awaiting a slow binding is not charged to the compute budget', async () => {

@@ -19,7 +19,7 @@ mod watchdog;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
@@ -56,18 +56,31 @@ pub struct NativeConfig {
   pub max_queued_runs: u32,
 }
 
-/// The program-to-host calls waiting, as columns: call `i` is
-/// `(runIds[i], callIds[i], namespaces[i], functions[i], args[i])`.
-/// Columns, not one object per call: `Promise.all` over thousands of calls
-/// hands them over in one crossing without building thousands of objects.
-#[napi(object)]
-pub struct NativeHostCalls {
-  pub run_ids: Uint32Array,
-  pub call_ids: Uint32Array,
-  pub namespaces: Uint32Array,
-  pub functions: Uint32Array,
-  /// Lossless JSON text of each argument.
-  pub args: Vec<String>,
+/// The program-to-host calls of one wake-up, handed to `onCalls(ids, args)`:
+/// call `i` is `(ids[4i], ids[4i+1], ids[4i+2], ids[4i+3], args[i])` =
+/// (run id, call id, namespace index, function index, lossless JSON text of
+/// the argument). Columns, not one object per call: `Promise.all` over
+/// thousands of calls crosses in one call with two arguments. The ids are
+/// copied into a fresh ArrayBuffer: no finalizer, no reference to release.
+pub struct HostCallIds(Vec<u32>);
+
+impl ToNapiValue for HostCallIds {
+  // Unsafe only because the trait is; napi-rs calls it on the JS thread.
+  unsafe fn to_napi_value(raw_env: sys::napi_env, ids: Self) -> Result<sys::napi_value> {
+    let env = Env::from_raw(raw_env);
+    Ok(Uint32ArraySlice::copy_from(&env, &ids.0)?.raw())
+  }
+}
+
+fn host_call_batch(bridge: &Weak<Bridge>) -> FnArgs<(HostCallIds, Vec<String>)> {
+  let calls = bridge.upgrade().map(|bridge| bridge.drain()).unwrap_or_default();
+  let mut ids = Vec::with_capacity(calls.len() * 4);
+  let mut args = Vec::with_capacity(calls.len());
+  for call in calls {
+    ids.extend([call.run_id, call.call_id, call.namespace, call.function]);
+    args.push(call.args);
+  }
+  FnArgs::from((HostCallIds(ids), args))
 }
 
 /// A finished run. `valueJson` is present iff the run completed with a
@@ -106,10 +119,12 @@ struct NamespaceDescriptor {
   functions: Vec<String>,
 }
 
-/// The host side of the bridge: a wake-up that asks the Node thread to
-/// drain queued calls. Weak (unref'd): pending runs keep Node alive through
-/// their own promises, an idle runtime does not.
-type WakeHost = ThreadsafeFunction<(), Unknown<'static>, (), Status, false, true>;
+/// The host side of the bridge: a wake-up that hands the Node thread the
+/// queued calls (see [`host_call_batch`]). Weak (unref'd): pending runs keep
+/// Node alive through their own promises, an idle runtime does not. Its JS
+/// callback is ours (`HostCalls.receive`), never throws, and its return
+/// value is ignored.
+type HostWake = ThreadsafeFunction<(), Unknown<'static>, FnArgs<(HostCallIds, Vec<String>)>, Status, false, true>;
 
 struct Core {
   pool: Pool,
@@ -141,10 +156,17 @@ type Resolver<T> = Box<dyn FnOnce(Env) -> Result<T> + Send>;
 
 #[napi]
 impl NativeRuntime {
-  /// Start the pool. `onCalls` is invoked (with no arguments) whenever host
-  /// calls are waiting; it must call `drainCalls()`.
+  /// Start the pool. `onCalls(ids, args)` receives each batch of host calls
+  /// (layout: [`HostCallIds`]) and answers them through `reply()`.
   #[napi(constructor)]
-  pub fn new(env: Env, config: NativeConfig, on_calls: Function<(), Unknown<'static>>) -> Result<Self> {
+  pub fn new(
+    env: Env,
+    config: NativeConfig,
+    #[napi(ts_arg_type = "(ids: Uint32Array, args: string[]) => void")] on_calls: Function<
+      FnArgs<(HostCallIds, Vec<String>)>,
+      Unknown<'static>,
+    >,
+  ) -> Result<Self> {
     let config = RuntimeConfig {
       compute_ms: config.compute_ms,
       max_wall_ms: config.max_wall_ms,
@@ -161,10 +183,15 @@ impl NativeRuntime {
     config.validate().map_err(|message| Error::new(Status::InvalidArg, message))?;
     platform::ensure_initialized();
 
-    let wake: WakeHost = on_calls.build_threadsafe_function().weak::<true>().build()?;
-    let bridge = Arc::new(Bridge::new(Box::new(move || {
+    let bridge = Arc::new(Bridge::default());
+    let weak_bridge = Arc::downgrade(&bridge);
+    let wake: HostWake = on_calls
+      .build_threadsafe_function::<()>()
+      .weak::<true>()
+      .build_callback(move |_| Ok(host_call_batch(&weak_bridge)))?;
+    bridge.connect_host(Box::new(move || {
       wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
-    })));
+    }));
     let max_output_bytes = config.max_output_bytes;
     let pool = Pool::start(config, bridge.clone())
       .map_err(|error| Error::new(Status::GenericFailure, format!("starting the isolate pool failed: {error}")))?;
@@ -221,31 +248,30 @@ impl NativeRuntime {
     }
   }
 
-  /// Take the host calls that are waiting.
+  /// Answer host calls: reply `i` settles (run `ids[3i]`, call `ids[3i+1]`),
+  /// resolving with the JSON text `texts[i]` when `ids[3i+2]` is 1, rejecting
+  /// with the message `texts[i]` otherwise. Replies for runs that have ended
+  /// are dropped. Returns whether a live run was answered: the host should
+  /// then call `linger()` once its current turn is over.
   #[napi]
-  pub fn drain_calls(&self) -> NativeHostCalls {
-    let calls = self.core.bridge.drain();
-    let column = |pick: fn(&crate::bridge::HostCall) -> u32| Uint32Array::new(calls.iter().map(pick).collect());
-    let (run_ids, call_ids) = (column(|c| c.run_id), column(|c| c.call_id));
-    let (namespaces, functions) = (column(|c| c.namespace), column(|c| c.function));
-    NativeHostCalls { run_ids, call_ids, namespaces, functions, args: calls.into_iter().map(|call| call.args).collect() }
+  pub fn reply(&self, ids: &[u32], texts: Vec<String>) -> Result<bool> {
+    if ids.len() != texts.len() * 3 {
+      return Err(Error::new(Status::InvalidArg, "reply ids must hold three numbers per text"));
+    }
+    let replies = texts.into_iter().zip(ids.chunks_exact(3)).map(|(text, id)| {
+      let reply = if id[2] == 1 { Ok(text) } else { Err(text) };
+      (id[0], id[1], reply)
+    });
+    Ok(self.core.bridge.reply_all(replies))
   }
 
-  /// Answer host calls, in columns: reply `i` settles `(runIds[i],
-  /// callIds[i])`, resolving with the JSON text `texts[i]` when `oks[i]` is
-  /// 1, rejecting with the message `texts[i]` otherwise. Replies for runs
-  /// that have ended are dropped.
+  /// Wait briefly, awake, for an answered run's next call (at most 30 us,
+  /// backing off when calls do not follow), so that its wake-up does not
+  /// find this thread asleep. Call it between event-loop turns
+  /// (`setImmediate`), never inside the turn that answered.
   #[napi]
-  pub fn reply(&self, run_ids: Uint32Array, call_ids: Uint32Array, oks: Uint8Array, texts: Vec<String>) -> Result<()> {
-    if run_ids.len() != texts.len() || call_ids.len() != texts.len() || oks.len() != texts.len() {
-      return Err(Error::new(Status::InvalidArg, "reply columns must have equal lengths"));
-    }
-    let replies = texts.into_iter().enumerate().map(|(i, text)| {
-      let reply = if oks[i] == 1 { Ok(text) } else { Err(text) };
-      (run_ids[i], call_ids[i], reply)
-    });
-    self.core.bridge.reply_all(replies);
-    Ok(())
+  pub fn linger(&self) {
+    self.core.bridge.linger();
   }
 
   /// A result for a run that fails before it starts (a pre-aborted signal),

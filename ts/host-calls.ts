@@ -8,7 +8,7 @@
  */
 import { types } from 'node:util'
 import type { CodeBindingFunction } from '@deepseek-ai/dsh-code-runtime'
-import type { NativeHostCalls, NativeRuntime } from '../index.js'
+import type { NativeRuntime } from '../index.js'
 import { encodeLossless, losslessJson } from './lossless-json.js'
 
 /** Render an unknown rejection as the message the program sees. */
@@ -26,7 +26,7 @@ export class HostCalls {
   private readonly runs = new Map<number, CodeBindingFunction[][]>()
   private native: NativeRuntime | undefined
 
-  /** Attach the addon once it exists (it needs `drain` as its callback). */
+  /** Attach the addon once it exists (it needs `receive` as its callback). */
   attach(native: NativeRuntime): void {
     this.native = native
   }
@@ -39,10 +39,9 @@ export class HostCalls {
     this.runs.delete(runId)
   }
 
-  /** Replies waiting to cross back, flushed once per microtask drain. */
-  private replyRunIds: number[] = []
-  private replyCallIds: number[] = []
-  private replyOks: number[] = []
+  /** Replies waiting to cross back, flushed once per microtask drain:
+   *  three ids per reply (run id, call id, 1 = resolved / 0 = rejected). */
+  private replyIds: number[] = []
   private replyTexts: string[] = []
   private flushQueued = false
 
@@ -50,22 +49,31 @@ export class HostCalls {
     this.flushQueued = false
     const native = this.native
     if (!native || this.replyTexts.length === 0) return
-    const runIds = Uint32Array.from(this.replyRunIds)
-    const callIds = Uint32Array.from(this.replyCallIds)
-    const oks = Uint8Array.from(this.replyOks)
+    const ids = Uint32Array.from(this.replyIds)
     const texts = this.replyTexts
-    this.replyRunIds = []
-    this.replyCallIds = []
-    this.replyOks = []
+    this.replyIds = []
     this.replyTexts = []
-    native.reply(runIds, callIds, oks, texts)
+    if (native.reply(ids, texts) && !this.lingerQueued) {
+      this.lingerQueued = true
+      setImmediate(this.linger)
+    }
+  }
+
+  /**
+   * A live run was answered: its next call is likely microseconds away.
+   * Waiting for it briefly, awake, after this turn (not inside it, so each
+   * call still gets a turn of its own) spares the wake-up of a sleeping
+   * event loop, the larger part of a quick binding's round trip.
+   */
+  private lingerQueued = false
+  private readonly linger = (): void => {
+    this.lingerQueued = false
+    this.native?.linger()
   }
 
   /** Queue one reply; all replies settled in the same turn cross together. */
   private reply(runId: number, callId: number, ok: boolean, text: string): void {
-    this.replyRunIds.push(runId)
-    this.replyCallIds.push(callId)
-    this.replyOks.push(ok ? 1 : 0)
+    this.replyIds.push(runId, callId, ok ? 1 : 0)
     this.replyTexts.push(text)
     if (!this.flushQueued) {
       this.flushQueued = true
@@ -73,19 +81,15 @@ export class HostCalls {
     }
   }
 
-  /** The addon's wake-up: take every waiting call and dispatch it. */
-  readonly drain = (): void => {
-    const native = this.native
-    if (!native) return
-    let calls: NativeHostCalls
-    try {
-      calls = native.drainCalls()
-    } catch {
-      return
-    }
-    const { runIds, callIds, namespaces, functions, args } = calls
+  /**
+   * The addon's wake-up with a batch of calls: call `i` is (run id
+   * `ids[4i]`, call id `ids[4i+1]`, namespace `ids[4i+2]`, function
+   * `ids[4i+3]`, argument JSON `args[i]`). Dispatch each.
+   */
+  readonly receive = (ids: Uint32Array, args: string[]): void => {
     for (let i = 0; i < args.length; i++) {
-      this.dispatch(runIds[i] as number, callIds[i] as number, namespaces[i] as number, functions[i] as number, args[i] as string)
+      const at = i * 4
+      this.dispatch(ids[at] as number, ids[at + 1] as number, ids[at + 2] as number, ids[at + 3] as number, args[i] as string)
     }
   }
 

@@ -61,7 +61,7 @@ export class V8CodeRuntime extends CodeRuntime {
     super(ctx)
     validateConfig(config)
     this.config = config
-    this.native = new NativeRuntime(config, this.calls.drain)
+    this.native = new NativeRuntime(config, this.calls.receive)
     this.calls.attach(this.native)
     ctx.effect(() => () => this.teardown(), 'v8 code-runtime teardown')
   }
