@@ -53,12 +53,8 @@ impl ExternalMemory {
   }
 }
 
-static VTABLE: v8::RustAllocatorVtable<ExternalMemory> = v8::RustAllocatorVtable {
-  allocate,
-  allocate_uninitialized,
-  free,
-  drop: drop_handle,
-};
+static VTABLE: v8::RustAllocatorVtable<ExternalMemory> =
+  v8::RustAllocatorVtable { allocate, allocate_uninitialized, free, drop: drop_handle };
 
 /// Blocks at least this large are mapped directly, so freeing one always
 /// returns it to the OS: a program that churns big buffers cannot leave the
@@ -71,7 +67,14 @@ fn obtain(len: usize, zeroed: bool) -> *mut c_void {
   if len >= MAPPED_BLOCK {
     // SAFETY: an anonymous private mapping; no existing memory is touched.
     let block = unsafe {
-      libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+      libc::mmap(
+        std::ptr::null_mut(),
+        len,
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+        -1,
+        0,
+      )
     };
     return if block == libc::MAP_FAILED { std::ptr::null_mut() } else { block };
   }

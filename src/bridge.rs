@@ -261,5 +261,4 @@ mod tests {
     assert_eq!(waits(&spin, 1, true), 1);
     assert_eq!(waits(&spin, 50, true), 50);
   }
-
 }

@@ -51,12 +51,12 @@ pub struct Output {
 /// JSON-string bytes of one code point (or lone surrogate) inside quotes.
 fn unit_cost(unit: u16) -> u64 {
   match unit {
-    0x22 | 0x5c => 2,                         // \" and \\
-    0x08 | 0x09 | 0x0a | 0x0c | 0x0d => 2,    // \b \t \n \f \r
-    0x00..=0x1f => 6,                         // \u00XX
+    0x22 | 0x5c => 2,                      // \" and \\
+    0x08 | 0x09 | 0x0a | 0x0c | 0x0d => 2, // \b \t \n \f \r
+    0x00..=0x1f => 6,                      // \u00XX
     0x20..=0x7f => 1,
     0x80..=0x7ff => 2,
-    0xd800..=0xdfff => 6,                     // lone surrogate: \uXXXX
+    0xd800..=0xdfff => 6, // lone surrogate: \uXXXX
     _ => 3,
   }
 }
@@ -66,8 +66,8 @@ fn code_points(text: &[u16]) -> impl Iterator<Item = (usize, u64)> + '_ {
   let mut i = 0;
   std::iter::from_fn(move || {
     let unit = *text.get(i)?;
-    let paired = (0xd800..=0xdbff).contains(&unit)
-      && text.get(i + 1).is_some_and(|next| (0xdc00..=0xdfff).contains(next));
+    let paired =
+      (0xd800..=0xdbff).contains(&unit) && text.get(i + 1).is_some_and(|next| (0xdc00..=0xdfff).contains(next));
     let step = if paired { (2, 4) } else { (1, unit_cost(unit)) };
     i += step.0;
     Some(step)

@@ -98,7 +98,9 @@ impl From<Output> for NativeRunResult {
     let logs = output.logs.into_iter().map(Utf16String::from).collect();
     match output.completion {
       Completion::NoValue => NativeRunResult { logs, value_json: None, error_kind: None, error_message: None },
-      Completion::Value(json) => NativeRunResult { logs, value_json: Some(json), error_kind: None, error_message: None },
+      Completion::Value(json) => {
+        NativeRunResult { logs, value_json: Some(json), error_kind: None, error_message: None }
+      }
       Completion::Failure { kind, message } => NativeRunResult {
         logs,
         value_json: None,
@@ -195,7 +197,8 @@ impl NativeRuntime {
     let max_output_bytes = config.max_output_bytes;
     let pool = Pool::start(config, bridge.clone())
       .map_err(|error| Error::new(Status::GenericFailure, format!("starting the isolate pool failed: {error}")))?;
-    let core = Arc::new(Core { pool, bridge, live: Mutex::default(), disposed: AtomicBool::new(false), max_output_bytes });
+    let core =
+      Arc::new(Core { pool, bridge, live: Mutex::default(), disposed: AtomicBool::new(false), max_output_bytes });
     // At environment teardown (process exit, worker exit) stop and join the
     // pool: no isolate thread may outlive the environment that owns it.
     env.add_env_cleanup_hook(core.clone(), |core| core.shutdown(StopReason::Disposed))?;

@@ -136,7 +136,9 @@ fn stop_failure(reason: &StopReason, config: &RuntimeConfig) -> (FailureKind, Ve
         config.max_external_memory_mb
       )),
     ),
-    StopReason::Exit(code) => (FailureKind::WorkerExit, utf16(&format!("worker exited with code {code} before completing"))),
+    StopReason::Exit(code) => {
+      (FailureKind::WorkerExit, utf16(&format!("worker exited with code {code} before completing")))
+    }
     StopReason::OutputLimit => (FailureKind::OutputLimit, Vec::new()),
   }
 }
@@ -257,7 +259,11 @@ fn event_loop_failure(error: &deno_core::error::CoreError) -> String {
 /// Compile the program as the body of an async function (its line 1 is line
 /// 1 of the script origin) and hand it to the driver. Returns the driver's
 /// promise, or the message of a compile error.
-fn start_program(isolate: &mut PreparedIsolate, code: &str, bindings_json: &str) -> Result<v8::Global<v8::Value>, String> {
+fn start_program(
+  isolate: &mut PreparedIsolate,
+  code: &str,
+  bindings_json: &str,
+) -> Result<v8::Global<v8::Value>, String> {
   let PreparedIsolate { runtime, install, watch, .. } = isolate;
   deno_core::scope!(scope, runtime);
   v8::tc_scope!(let scope, scope);
@@ -278,7 +284,8 @@ fn start_program(isolate: &mut PreparedIsolate, code: &str, bindings_json: &str)
     return Err(compile_error(scope));
   }
   // Called from here, not from JS: the program's stack has nothing beneath it.
-  let program = v8::Local::<v8::Function>::try_from(program).map_err(|_| "the program did not compile to a function")?;
+  let program =
+    v8::Local::<v8::Function>::try_from(program).map_err(|_| "the program did not compile to a function")?;
   let Some(completion) = program.call(scope, undefined, &[]) else {
     return Err(compile_error(scope));
   };

@@ -96,11 +96,7 @@ fn utf16(isolate: &v8::Isolate, text: &v8::String) -> Vec<u16> {
 }
 
 #[op2(nofast)]
-fn op_dsh_log(
-  state: &mut OpState,
-  scope: &mut v8::PinScope,
-  text: v8::Local<v8::String>,
-) -> Result<bool, JsErrorBox> {
+fn op_dsh_log(state: &mut OpState, scope: &mut v8::PinScope, text: v8::Local<v8::String>) -> Result<bool, JsErrorBox> {
   let text = utf16(scope, &text);
   Ok(host(state)?.log(text))
 }

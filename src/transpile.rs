@@ -21,8 +21,8 @@ pub const PROGRAM_NAME: &str = "program.ts";
 /// exception with positions in the program as written.
 pub fn strip_types(program: &str) -> Result<String, String> {
   let wrapped = format!("{WRAP_PREFIX}{program}{WRAP_SUFFIX}");
-  let specifier = ModuleSpecifier::parse(&format!("file:///{PROGRAM_NAME}"))
-    .map_err(|e| format!("internal error: {e}"))?;
+  let specifier =
+    ModuleSpecifier::parse(&format!("file:///{PROGRAM_NAME}")).map_err(|e| format!("internal error: {e}"))?;
 
   // Parse first: swc's strip reports a syntax error without a position.
   let parsed = deno_ast::parse_script(ParseParams {
@@ -45,17 +45,11 @@ pub fn strip_types(program: &str) -> Result<String, String> {
     deno_ast::ProgramRef::Module(module) => module.body.len(),
   };
   if statements != 1 {
-    return Err(format!(
-      "SyntaxError: unexpected '}}' closing the program body at {PROGRAM_NAME}"
-    ));
+    return Err(format!("SyntaxError: unexpected '}}' closing the program body at {PROGRAM_NAME}"));
   }
 
-  let stripped = deno_ast::type_strip(
-    &specifier,
-    wrapped,
-    deno_ast::TypeStripOptions { module: Some(false) },
-  )
-  .map_err(|error| rewrite_positions(&error.to_string(), &specifier))?;
+  let stripped = deno_ast::type_strip(&specifier, wrapped, deno_ast::TypeStripOptions { module: Some(false) })
+    .map_err(|error| rewrite_positions(&error.to_string(), &specifier))?;
 
   stripped
     .strip_prefix(WRAP_PREFIX)
@@ -100,10 +94,7 @@ fn rewrite_positions(message: &str, specifier: &ModuleSpecifier) -> String {
   }
   out.push_str(rest);
   let out = out.trim_start();
-  let out = out
-    .strip_prefix('[')
-    .and_then(|s| s.split_once("] "))
-    .map_or(out, |(_, tail)| tail);
+  let out = out.strip_prefix('[').and_then(|s| s.split_once("] ")).map_or(out, |(_, tail)| tail);
   format!("SyntaxError: {out}")
 }
 

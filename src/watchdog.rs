@@ -70,12 +70,10 @@ pub struct Watchdog {
 impl Watchdog {
   pub fn start() -> std::io::Result<Watchdog> {
     let shared = Arc::new(Shared::default());
-    let thread = std::thread::Builder::new()
-      .name("dsh-v8-watchdog".into())
-      .spawn({
-        let shared = shared.clone();
-        move || watch_loop(&shared)
-      })?;
+    let thread = std::thread::Builder::new().name("dsh-v8-watchdog".into()).spawn({
+      let shared = shared.clone();
+      move || watch_loop(&shared)
+    })?;
     Ok(Watchdog { shared, thread: Mutex::new(Some(thread)) })
   }
 
