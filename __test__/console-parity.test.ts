@@ -144,6 +144,33 @@ describe('inspect parity with Node', () => {
   })
 })
 
+describe('rendering the program cannot hook', () => {
+  it('String.prototype[Symbol.split/replace] and Array[Symbol.species] never reach the sandbox\'s own rendering', async () => {
+    // The same body with and without hooks that throw (and record) when
+    // called: every line, the URL parse and the thrown error's stack must
+    // come out the same, and no hook may have run.
+    const body = `console.group('g')
+console.log({ text: 'multi\\nline' }, 'two\\nlines')
+console.log(new Error('inner'))
+console.groupEnd()
+const params = new URLSearchParams('a=1+2&b=x+y&c')
+console.log(params.get('a'), params.get('b'), params.has('c'))
+console.log(calls.join(','))
+throw new Error('end')`
+    const hooks = `const calls = []
+const hook = (name) => function () { calls.push(name); throw new Error('hooked ' + name) }
+String.prototype[Symbol.split] = hook('split')
+String.prototype[Symbol.replace] = hook('replace')
+Object.defineProperty(Array, Symbol.species, { get: hook('species') })
+`
+    const plain = await m.run(`const calls = []\n\n\n\n\n${body}`)
+    const hooked = await m.run(`${hooks}${body}`)
+    expect(plain.logs.at(-1)).toBe('')
+    expect(plain.error?.message).toMatch(/^Error: end\n {4}at program\.ts:13:7/)
+    expect(hooked).toEqual(plain)
+  })
+})
+
 describe('console methods match Node\'s Console', () => {
   /**
    * Node's Console writing to a capture. Table cells are rendered with

@@ -3,7 +3,10 @@
 // code runs. Program code may replace `Array.isArray`, `JSON`,
 // `Object.prototype.*` or anything else on the global; the bootstrap only
 // ever calls through these captured references, so the lossless-JSON
-// verdict, the log rendering and the bridge cannot be steered.
+// verdict, the log rendering and the bridge cannot be steered. (What is
+// left: index setters a program defines on Array.prototype can observe the
+// strings rendered from its own values, as console rendering pushes them
+// into arrays; they never see an object of the sandbox's.)
 //
 // Everything the later files need lives on one temporary global,
 // `__dsh`, which 99_bootstrap.js deletes before a program can see it.
@@ -54,18 +57,38 @@
   p.ArrayPrototypeJoin = uncurryThis(Array.prototype.join);
   p.ArrayPrototypePush = uncurryThis(Array.prototype.push);
   p.ArrayPrototypePop = uncurryThis(Array.prototype.pop);
-  p.ArrayPrototypeSlice = uncurryThis(Array.prototype.slice);
-  p.ArrayPrototypeMap = uncurryThis(Array.prototype.map);
-  p.ArrayPrototypeFilter = uncurryThis(Array.prototype.filter);
   p.ArrayPrototypeIncludes = uncurryThis(Array.prototype.includes);
   p.ArrayPrototypeIndexOf = uncurryThis(Array.prototype.indexOf);
   p.ArrayPrototypeSort = uncurryThis(Array.prototype.sort);
-  p.ArrayPrototypeSplice = uncurryThis(Array.prototype.splice);
   p.ArrayPrototypeUnshift = uncurryThis(Array.prototype.unshift);
   p.ArrayPrototypeForEach = uncurryThis(Array.prototype.forEach);
   p.ArrayPrototypeReduce = uncurryThis(Array.prototype.reduce);
   p.ArrayPrototypeFill = uncurryThis(Array.prototype.fill);
   p.ArrayPrototypeSymbolIterator = Array.prototype[Symbol.iterator];
+  // No Array.prototype.map/filter/slice/splice: they create their result
+  // through the array's program-mutable `constructor[Symbol.species]`.
+  // These build plain arrays with Array.from over a null-prototype
+  // array-like (no iterator to look up, elements defined, not set), and
+  // remove in place.
+  const ArrayFrom = Array.from;
+  const arrayOf = (length, at) => ReflectApply(ArrayFrom, Array, [{ __proto__: null, length }, (_, i) => at(i)]);
+  /** `array.map(fn)` (fn gets the element and index). */
+  p.ArrayPrototypeMap = (array, fn) => arrayOf(array.length, (i) => fn(array[i], i));
+  /** `array.filter(keep)` (keep gets the element and index). */
+  p.ArrayPrototypeFilter = (array, keep) => {
+    const kept = { __proto__: null };
+    let count = 0;
+    for (let i = 0; i < array.length; i++) if (keep(array[i], i)) kept[count++] = array[i];
+    return arrayOf(count, (i) => kept[i]);
+  };
+  /** `array.splice(start, count)` without the array of removed elements. */
+  p.ArrayRemove = (array, start, count) => {
+    const length = array.length;
+    const removed = count < length - start ? count : length - start;
+    if (removed <= 0) return;
+    for (let i = start; i + removed < length; i++) array[i] = array[i + removed];
+    array.length = length - removed;
+  };
 
   p.String = String;
   p.StringFromCharCode = String.fromCharCode;
@@ -75,9 +98,6 @@
   p.StringPrototypeCodePointAt = uncurryThis(String.prototype.codePointAt);
   p.StringPrototypeIndexOf = uncurryThis(String.prototype.indexOf);
   p.StringPrototypeIncludes = uncurryThis(String.prototype.includes);
-  p.StringPrototypeSplit = uncurryThis(String.prototype.split);
-  p.StringPrototypeReplace = uncurryThis(String.prototype.replace);
-  p.StringPrototypeReplaceAll = uncurryThis(String.prototype.replaceAll);
   p.StringPrototypeRepeat = uncurryThis(String.prototype.repeat);
   p.StringPrototypeToLowerCase = uncurryThis(String.prototype.toLowerCase);
   p.StringPrototypeToUpperCase = uncurryThis(String.prototype.toUpperCase);
@@ -179,6 +199,37 @@
   // look up `exec` / Symbol.replace on the (program-mutable) prototype. The
   // builtin exec reads only the regex's own lastIndex.
   p.RegExpTest = (regex, string) => p.RegExpPrototypeExec(regex, string) !== null;
+
+  // No String.prototype.split/replace/replaceAll either: even with a string
+  // pattern they look up Symbol.split / Symbol.replace on the (program-
+  // mutable) String.prototype. These walk with indexOf and slice, which
+  // consult nothing.
+  /** `string.split(separator)` for a non-empty string separator. */
+  p.StringSplitLiteral = (string, separator) => {
+    const parts = [];
+    let from = 0;
+    for (;;) {
+      const at = p.StringPrototypeIndexOf(string, separator, from);
+      if (at === -1) break;
+      parts[parts.length] = p.StringPrototypeSlice(string, from, at);
+      from = at + separator.length;
+    }
+    parts[parts.length] = p.StringPrototypeSlice(string, from);
+    return parts;
+  };
+  /** `string.replaceAll(find, replacement)` for a non-empty string `find`,
+   *  the replacement taken literally (no `$` patterns). */
+  p.StringReplaceAllLiteral = (string, find, replacement) => {
+    let out = "";
+    let from = 0;
+    for (;;) {
+      const at = p.StringPrototypeIndexOf(string, find, from);
+      if (at === -1) break;
+      out += p.StringPrototypeSlice(string, from, at) + replacement;
+      from = at + find.length;
+    }
+    return from === 0 ? string : out + p.StringPrototypeSlice(string, from);
+  };
 
   p.ArrayBuffer = ArrayBuffer;
   p.ArrayBufferIsView = ArrayBuffer.isView;

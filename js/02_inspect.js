@@ -21,7 +21,7 @@
     ArrayPrototypePop,
     ArrayPrototypeIncludes,
     ArrayPrototypeIndexOf,
-    ArrayPrototypeSplice,
+    ArrayRemove,
     ArrayPrototypeFilter,
     ArrayPrototypeMap,
     MathMin,
@@ -51,7 +51,7 @@
     StringPrototypePadEnd,
     StringPrototypePadStart,
     StringPrototypeRepeat,
-    StringPrototypeReplaceAll,
+    StringReplaceAllLiteral,
     StringPrototypeSlice,
     StringPrototypeStartsWith,
     StringPrototypeToLowerCase,
@@ -377,7 +377,7 @@
         const ret = ReflectApply(maybeCustom, context, [depth, options, inspect]);
         if (ret !== context) {
           if (typeof ret !== "string") return formatValue(ctx, ret, recurseTimes);
-          return StringPrototypeReplaceAll(ret, "\n", `\n${StringPrototypeRepeat(" ", ctx.indentationLvl)}`);
+          return StringReplaceAllLiteral(ret, "\n", `\n${StringPrototypeRepeat(" ", ctx.indentationLvl)}`);
         }
       }
     }
@@ -571,7 +571,7 @@
     } else if (isStringObject(value)) {
       fn = StringPrototypeValueOf;
       type = "String";
-      ArrayPrototypeSplice(keys, 0, value.length);
+      ArrayRemove(keys, 0, value.length);
     } else if (isBooleanObject(value)) {
       fn = BooleanPrototypeValueOf;
       type = "Boolean";
@@ -709,14 +709,14 @@
     }
     if (keys.length !== 0) {
       const stackIndex = ArrayPrototypeIndexOf(keys, "stack");
-      if (stackIndex !== -1) ArrayPrototypeSplice(keys, stackIndex, 1);
+      if (stackIndex !== -1) ArrayRemove(keys, stackIndex, 1);
       if (!messageThrows) {
         const index = ArrayPrototypeIndexOf(keys, "message");
-        if (index !== -1 && (typeof message !== "string" || StringPrototypeIncludes(stack, message))) ArrayPrototypeSplice(keys, index, 1);
+        if (index !== -1 && (typeof message !== "string" || StringPrototypeIncludes(stack, message))) ArrayRemove(keys, index, 1);
       }
       if (!nameThrows) {
         const index = ArrayPrototypeIndexOf(keys, "name");
-        if (index !== -1 && (typeof name !== "string" || StringPrototypeIncludes(stack, name))) ArrayPrototypeSplice(keys, index, 1);
+        if (index !== -1 && (typeof name !== "string" || StringPrototypeIncludes(stack, name))) ArrayRemove(keys, index, 1);
       }
     }
     if (name === undefined || name === null) name = "Error";
@@ -739,7 +739,7 @@
       stack = `[${stack}]`;
     }
     if (ctx.indentationLvl !== 0) {
-      stack = StringPrototypeReplaceAll(stack, "\n", `\n${StringPrototypeRepeat(" ", ctx.indentationLvl)}`);
+      stack = StringReplaceAllLiteral(stack, "\n", `\n${StringPrototypeRepeat(" ", ctx.indentationLvl)}`);
     }
     return stack;
   }

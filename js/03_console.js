@@ -21,7 +21,7 @@
     ArrayPrototypeUnshift,
     ReflectApply,
     StringPrototypeRepeat,
-    StringPrototypeReplaceAll,
+    StringReplaceAllLiteral,
     StringPrototypeIncludes,
     StringPrototypeSlice,
     MathMax,
@@ -114,7 +114,7 @@
     }
     const pad = (value) => p.StringPrototypePadStart(`${value}`, 2, "0");
     if (hours !== 0 || minutes !== 0) {
-      const parts = p.StringPrototypeSplit(p.NumberPrototypeToFixed(seconds, 3), ".");
+      const parts = p.StringSplitLiteral(p.NumberPrototypeToFixed(seconds, 3), ".");
       const res = hours !== 0 ? `${hours}:${pad(minutes)}` : minutes;
       return `${res}:${pad(parts[0])}.${parts[1]} (${hours !== 0 ? "h:m" : ""}m:ss.mmm)`;
     }
@@ -130,7 +130,7 @@
 
     function emit(text) {
       if (groupIndent.length !== 0) {
-        if (StringPrototypeIncludes(text, "\n")) text = StringPrototypeReplaceAll(text, "\n", `\n${groupIndent}`);
+        if (StringPrototypeIncludes(text, "\n")) text = StringReplaceAllLiteral(text, "\n", `\n${groupIndent}`);
         text = groupIndent + text;
       }
       writeLog(text);

@@ -58,14 +58,14 @@
 
   function parseForm(input) {
     const list = [];
-    const pieces = p.StringPrototypeSplit(input, "&");
+    const pieces = p.StringSplitLiteral(input, "&");
     for (let i = 0; i < pieces.length; i++) {
       const piece = pieces[i];
       if (piece === "") continue;
       const eq = p.StringPrototypeIndexOf(piece, "=");
       const name = eq === -1 ? piece : p.StringPrototypeSlice(piece, 0, eq);
       const value = eq === -1 ? "" : p.StringPrototypeSlice(piece, eq + 1);
-      ArrayPrototypePush(list, percentDecode(p.StringPrototypeReplaceAll(name, "+", " ")), percentDecode(p.StringPrototypeReplaceAll(value, "+", " ")));
+      ArrayPrototypePush(list, percentDecode(p.StringReplaceAllLiteral(name, "+", " ")), percentDecode(p.StringReplaceAllLiteral(value, "+", " ")));
     }
     return list;
   }

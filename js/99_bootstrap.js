@@ -21,9 +21,7 @@
     SafePromiseWithResolvers,
     Promise: SafePromise,
     JSONParse,
-    StringPrototypeSplit,
-    ArrayPrototypeFilter,
-    ArrayPrototypeJoin,
+    StringSplitLiteral,
   } = p;
   const { encode, TOO_LARGE } = losslessJson;
   const core = globalThis.Deno.core;
@@ -37,12 +35,16 @@
   // Frames of the sandbox's and deno_core's own files (`ext:...`) say
   // nothing to the model: drop those frame lines, keep everything else.
   const internalFrame = new p.RegExp("^\\s+at (?:.*\\()?ext:");
+  // A plain loop, not filter/join: Array.prototype.filter consults the
+  // program-mutable `constructor[Symbol.species]` of its array.
   function programStack(stack) {
-    const lines = StringPrototypeSplit(stack, "\n");
-    return ArrayPrototypeJoin(
-      ArrayPrototypeFilter(lines, (line) => !p.RegExpTest(internalFrame, line)),
-      "\n",
-    );
+    const lines = StringSplitLiteral(stack, "\n");
+    let kept;
+    for (let i = 0; i < lines.length; i++) {
+      if (p.RegExpTest(internalFrame, lines[i])) continue;
+      kept = kept === undefined ? lines[i] : `${kept}\n${lines[i]}`;
+    }
+    return kept ?? "";
   }
   dsh.programStack = programStack;
 
