@@ -144,6 +144,12 @@ fn thread_main(shared: &Shared) {
     };
     shared.watchdog.forget(&submission.job.control);
     (submission.deliver)(output);
+    // Delivery just woke Node's main thread. The scheduler often queues it
+    // on this CPU (wake-affine), behind this thread, which is about to spend
+    // ~2 ms disposing of the spent isolate and preparing the next one: the
+    // host would see the result only then. Yield once so it runs first
+    // (measured, 20 ms idle between runs: p50 2.9 -> 0.7 ms).
+    std::thread::yield_now();
     let _entered = runtime.enter();
     drop(spent);
   }
