@@ -341,10 +341,10 @@ describe('calls', () => {
 describe('the shared lossless-JSON code, host side', () => {
   it('decode refuses -0 and overflowing numbers however they are spelled, and keeps look-alike strings', async () => {
     const { losslessJson } = await import('../lib/lossless-json.js')
-    for (const text of ['-0', '[-0.0]', '{"a":-0e5}', '1e400', '[1E+999]', `1${'0'.repeat(400)}`, '{"x":[[-0]]}']) {
-      expect(losslessJson.decode(text)).toBeUndefined()
-    }
+    const refused = ['-0', '[-0.0]', '{"a":-0e5}', '1e400', '[1E+999]', `1${'0'.repeat(400)}`, '{"x":[[-0]]}', ' -0', '[ -0]', '{"a": \n\t-0}', '[1,\r-0.0]', '[-1e-400]', `[-0.${'0'.repeat(400)}1]`]
+    for (const text of refused) expect([text, losslessJson.decode(text)]).toEqual([text, undefined])
     expect(losslessJson.decode('{"a":"-0","b":"1e999","c":-10}')).toEqual({ a: '-0', b: '1e999', c: -10 })
+    expect(losslessJson.decode('{"since":"2026-01-01","id":"topic 1-0","n":[10,-10.5,0]}')).toEqual({ since: '2026-01-01', id: 'topic 1-0', n: [10, -10.5, 0] })
     expect(losslessJson.decode('not json')).toBeUndefined()
   })
 

@@ -30,7 +30,11 @@
     } = p;
     const SafeSet = p.Set;
     const RegExpPrototypeExec = p.RegExpPrototypeExec;
-    const SUSPICIOUS_NUMBER = new p.RegExp("-0|[eE][+-]?\\d{3}|\\d{309}");
+    // Where JSON.parse could yield -0 or an overflowed Infinity: a number
+    // token "-0..." (in JSON a number starts the text or follows "[", ","
+    // or ":", after optional white space), an exponent of 3+ digits, or a
+    // literal of 309+ digits. Inside strings these only cost the walk.
+    const SUSPICIOUS_NUMBER = new p.RegExp("(?:^|[[,:])[ \\t\\n\\r]*-0|[eE][+-]?\\d{3}|\\d{309}");
 
     /**
      * Encode a lossless JSON value as compact JSON text.
@@ -174,10 +178,10 @@
       } catch {
         return undefined;
       }
-      // JSON.parse yields -0 only from a "-0..." literal and Infinity only
-      // from an exponent of 3+ digits or a 309+ digit literal: text with
-      // none of these needs no second look (a string containing one just
-      // takes the walk below).
+      // JSON.parse yields -0 only from a "-0..." number token (or an
+      // underflowing exponent) and Infinity only from an exponent of 3+
+      // digits or a 309+ digit literal: text with none of these
+      // (SUSPICIOUS_NUMBER) needs no second look.
       if (RegExpPrototypeExec(SUSPICIOUS_NUMBER, text) === null) return value;
       const stack = [value];
       let top = 1;
