@@ -46,6 +46,10 @@ pub struct Mailbox {
   replies: Mutex<Vec<(u32, Reply)>>,
   /// Set with every delivery: the pump's brief spin watches this, not the lock.
   pending: AtomicBool,
+  /// The pump is parked (or about to park): only then does a delivery
+  /// notify it. Notifying a pump that caught its reply while spinning would
+  /// leave a permit behind, and the next wait would burn a second spin.
+  parked: AtomicBool,
   arrived: Notify,
 }
 
@@ -83,8 +87,24 @@ impl Mailbox {
           return replies;
         }
       }
-      // notify_one stores a permit when nobody waits: no lost wake-up.
+      // Announce the park, then look once more: a delivery sets `pending`
+      // before it reads `parked` (both SeqCst), so either this sees the
+      // delivery or the delivery sees the park and notifies (notify_one
+      // stores a permit when nobody waits yet: no lost wake-up).
+      self.parked.store(true, Ordering::SeqCst);
+      if self.pending.load(Ordering::SeqCst) {
+        self.parked.store(false, Ordering::SeqCst);
+        continue;
+      }
       self.arrived.notified().await;
+    }
+  }
+
+  /// Replies were added: let the pump know (waking it only if it parked).
+  fn wake(&self) {
+    self.pending.store(true, Ordering::SeqCst);
+    if self.parked.swap(false, Ordering::SeqCst) {
+      self.arrived.notify_one();
     }
   }
 }
@@ -215,8 +235,7 @@ impl Bridge {
     }
     let answered = !touched.is_empty();
     for mailbox in touched {
-      mailbox.pending.store(true, Ordering::Release);
-      mailbox.arrived.notify_one();
+      mailbox.wake();
     }
     answered
   }
