@@ -212,6 +212,40 @@ describe('calls', () => {
     ])
   })
 
+  it('host functions returning hostile promises or thenables are answered and never break the host', async () => {
+    const hostile = Promise.resolve('never seen')
+    Object.defineProperty(hostile, 'constructor', {
+      get() {
+        throw new Error('constructor getter')
+      },
+    })
+    const result = await m.run(
+      `const out = []
+       for (const name of ['ctor', 'thenGetter', 'thenable', 'thenThrows']) {
+         try { out.push(await tools[name]({})) } catch (e) { out.push([e instanceof Error, e.message]) }
+       }
+       return out`,
+      {
+        bindings: tools({
+          ctor: (() => hostile) as never,
+          thenGetter: (() => ({
+            get then() {
+              throw new Error('then getter')
+            },
+          })) as never,
+          thenable: (() => ({ then: (resolve: (v: unknown) => void) => resolve(5) })) as never,
+          thenThrows: (() => ({
+            then() {
+              throw 'then threw'
+            },
+          })) as never,
+        }),
+      },
+    )
+    expect(result.value).toEqual([[true, 'constructor getter'], [true, 'then getter'], 5, [true, 'then threw']])
+    expect((await m.run('return 1')).value).toBe(1)
+  })
+
   it('errorClass: one class per run, instanceof, own enumerable name and member, message not enumerable, stack at the await', async () => {
     const result = await m.run(
       `let e1, e2

@@ -89,7 +89,16 @@ export class HostCalls {
   readonly receive = (ids: Uint32Array, args: string[]): void => {
     for (let i = 0; i < args.length; i++) {
       const at = i * 4
-      this.dispatch(ids[at] as number, ids[at + 1] as number, ids[at + 2] as number, ids[at + 3] as number, args[i] as string)
+      const runId = ids[at] as number
+      const callId = ids[at + 1] as number
+      try {
+        this.dispatch(runId, callId, ids[at + 2] as number, ids[at + 3] as number, args[i] as string)
+      } catch (error) {
+        // dispatch is meant to be total; should it ever throw, the call is
+        // still answered and nothing escapes into the addon's callback
+        // (where it would be an uncaught exception of the host process).
+        if (this.runs.has(runId)) this.reply(runId, callId, false, `binding dispatch failed: ${messageOf(error)}`)
+      }
     }
   }
 
@@ -112,7 +121,11 @@ export class HostCalls {
       this.reply(runId, callId, false, messageOf(error))
       return
     }
-    Promise.resolve(pending).then(
+    // Not Promise.resolve(pending): for a native promise it reads
+    // `pending.constructor`, which a getter can make throw synchronously,
+    // here, outside any try. A resolve function never throws; whatever the
+    // thenable does (a throwing `then` getter or call) becomes a rejection.
+    new Promise((resolve) => resolve(pending)).then(
       (value) => {
         const text = encodeLossless(value)
         if (text === undefined) this.reply(runId, callId, false, 'binding resolution must be lossless JSON')
