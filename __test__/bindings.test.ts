@@ -212,6 +212,26 @@ describe('calls', () => {
     ])
   })
 
+  it('functions are looked up when called, as the reference does; a member that is not a function is an unknown binding', async () => {
+    const functions: Record<string, unknown> = {
+      first: async () => {
+        functions.swap = async () => 'swapped in'
+        functions.gone = 'not a function'
+        return 1
+      },
+      swap: async () => 'original',
+      gone: async () => 'still here',
+      notFn: 42,
+    }
+    const result = await m.run(
+      `const out = [await tools.first({})]
+       for (const name of ['swap', 'gone', 'notFn']) { try { out.push(await tools[name]({})) } catch (e) { out.push(e.message) } }
+       return out`,
+      { bindings: [{ global: 'tools', functions: functions as never }] },
+    )
+    expect(result.value).toEqual([1, 'swapped in', 'unknown binding "tools.gone"', 'unknown binding "tools.notFn"'])
+  })
+
   it('host functions returning hostile promises or thenables are answered and never break the host', async () => {
     const hostile = Promise.resolve('never seen')
     Object.defineProperty(hostile, 'constructor', {

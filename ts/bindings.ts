@@ -20,8 +20,20 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/
 export interface ResolvedBindings {
   /** JSON for the isolate: globals, function names, error classes. */
   descriptorJson: string
-  /** `functions[namespace][function]`, indexed as the isolate calls them. */
-  functions: CodeBindingFunction[][]
+  /** The namespaces as the host answers their calls, indexed as the isolate calls them. */
+  namespaces: HostNamespace[]
+}
+
+/**
+ * One namespace on the host side. The function names are fixed when the run
+ * starts (they are the program's globals); each function is looked up in
+ * the caller's record when it is called, as the reference backend does.
+ */
+export interface HostNamespace {
+  global: string
+  /** `names[i]` is the function the isolate calls by index `i`. */
+  names: string[]
+  record: Record<string, CodeBindingFunction>
 }
 
 function usable(name: unknown): name is string {
@@ -58,10 +70,10 @@ export function resolveBindings(bindings: readonly CodeBindingNamespace[]): Reso
     }
     errorClassNames.add(name)
   }
-  const functions: CodeBindingFunction[][] = []
+  const hostNamespaces: HostNamespace[] = []
   const namespaces = bindings.map((namespace) => {
     const names = Object.keys(namespace.functions)
-    functions.push(names.map((name) => namespace.functions[name] as CodeBindingFunction))
+    hostNamespaces.push({ global: namespace.global, names, record: namespace.functions })
     return {
       global: namespace.global,
       functions: names,
@@ -70,5 +82,5 @@ export function resolveBindings(bindings: readonly CodeBindingNamespace[]): Reso
         : {}),
     }
   })
-  return { descriptorJson: JSON.stringify({ namespaces }), functions }
+  return { descriptorJson: JSON.stringify({ namespaces }), namespaces: hostNamespaces }
 }

@@ -7,7 +7,7 @@
  * @module
  */
 import { types } from 'node:util'
-import type { CodeBindingFunction } from '@deepseek-ai/dsh-code-runtime'
+import type { HostNamespace } from './bindings.js'
 import type { NativeRuntime } from '../index.js'
 import { encodeLossless, losslessJson } from './lossless-json.js'
 
@@ -23,7 +23,7 @@ export function messageOf(thrown: unknown): string {
 
 /** Routes calls to the functions of the runs that are live. */
 export class HostCalls {
-  private readonly runs = new Map<number, CodeBindingFunction[][]>()
+  private readonly runs = new Map<number, HostNamespace[]>()
   private native: NativeRuntime | undefined
 
   /** Attach the addon once it exists (it needs `receive` as its callback). */
@@ -31,8 +31,8 @@ export class HostCalls {
     this.native = native
   }
 
-  open(runId: number, functions: CodeBindingFunction[][]): void {
-    this.runs.set(runId, functions)
+  open(runId: number, namespaces: HostNamespace[]): void {
+    this.runs.set(runId, namespaces)
   }
 
   close(runId: number): void {
@@ -103,10 +103,13 @@ export class HostCalls {
   }
 
   private dispatch(runId: number, callId: number, namespace: number, fnIndex: number, argsText: string): void {
-    const fn = this.runs.get(runId)?.[namespace]?.[fnIndex]
+    const host = this.runs.get(runId)?.[namespace]
+    // Unknown runs (already settled) are not answered at all.
+    if (host === undefined) return
+    const name = host.names[fnIndex] as string
+    const fn = Object.hasOwn(host.record, name) ? host.record[name] : undefined
     if (typeof fn !== 'function') {
-      // Unknown runs (already settled) are not answered at all.
-      if (this.runs.has(runId)) this.reply(runId, callId, false, 'unknown binding')
+      this.reply(runId, callId, false, `unknown binding ${JSON.stringify(`${host.global}.${name}`)}`)
       return
     }
     const args = losslessJson.decode(argsText)

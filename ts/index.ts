@@ -85,7 +85,7 @@ export class V8CodeRuntime extends CodeRuntime {
 
     const runId = this.nextRunId
     this.nextRunId = this.nextRunId >= 0xffff_ffff ? 1 : this.nextRunId + 1
-    this.calls.open(runId, bindings.functions)
+    this.calls.open(runId, bindings.namespaces)
     const onAbort = () => this.native.abort(runId, reasonText(signal as AbortSignal))
     signal?.addEventListener('abort', onAbort, { once: true })
     try {
