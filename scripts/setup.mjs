@@ -9,7 +9,7 @@
 //     here, without GitHub access) it writes .cargo/offline-v8.toml pointing
 //     RUSTY_V8_ARCHIVE / RUSTY_V8_SRC_BINDING_PATH at it; elsewhere it
 //     removes that file so the v8 crate downloads its archive as usual.
-//  3. npm dependencies, the release addon (napi build) and the TS layer.
+//  3. npm dependencies, the release addon (cargo build) and the TS layer.
 // Tasks: build | test | demo | bench | soak | bindings
 import { execFileSync, spawnSync } from 'node:child_process'
 import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync, cpSync } from 'node:fs'
@@ -93,13 +93,13 @@ if (!existsSync(installed) || statSync(installed).mtimeMs < statSync(lock).mtime
 // regenerates them when the napi surface changes.
 run('cargo', ['build', '--release', '--lib'])
 copyFileSync(join(root, 'target', 'release', 'libdsh_code_runtime_v8.so'), join(root, 'dsh-code-runtime-v8.linux-x64-gnu.node'))
+// The TS layer compiles against the typings, so regenerate them first.
+if (task === 'bindings') run('npx', ['napi', 'build', '--platform', '--release', '--esm'])
 run('npx', ['tsc', '-p', '.'])
 
 switch (task) {
   case 'build':
-    break
   case 'bindings':
-    run('npx', ['napi', 'build', '--platform', '--release', '--esm'])
     break
   case 'test':
     run('cargo', ['test', '--release', '--lib'])
