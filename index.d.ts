@@ -9,6 +9,19 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+export declare class NativeLogs {
+  /** Entries not taken yet. */
+  get remaining(): number
+  /**
+   * Store the next entries at their own indices of `out` (entry `i` at
+   * `out[i]`: the host sizes `out` once, up front; growing an array entry
+   * by entry costs ~9x more at these sizes): at most `max` entries, and no
+   * more once [`LOG_UNITS_PER_FILL`] units were copied (at least one entry
+   * is always stored). Returns how many were stored.
+   */
+  fill(out: Array<string>, max: number): number
+}
+
 /** A pool of V8 isolates that runs programs (one `V8CodeRuntime`). */
 export declare class NativeRuntime {
   /**
@@ -88,7 +101,7 @@ export interface NativeConfig {
  * value; `errorKind`/`errorMessage` iff it failed.
  */
 export interface NativeRunResult {
-  logs: Array<string>
+  logs: NativeLogs
   valueJson?: string
   errorKind?: string
   errorMessage?: string

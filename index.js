@@ -773,6 +773,7 @@ if (
   }
 }
 
-const { NativeRuntime } = nativeBinding
+const { NativeLogs, NativeRuntime } = nativeBinding
+export { NativeLogs }
 export { NativeRuntime }
 export const __napiBindingTarget = __napiLoadedBindingTarget

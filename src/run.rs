@@ -17,7 +17,7 @@ use crate::isolate::PreparedIsolate;
 use crate::ledger::{FailureKind, Output, OutputLedger};
 use crate::sandbox_ext::{HostSlot, RepliesFuture, ReplyBatch, SandboxHost, Settlement};
 use crate::transpile::{strip_types, PROGRAM_NAME};
-use crate::watchdog::{CpuClock, Watchdog};
+use crate::watchdog::{self, CpuClock, Watchdog};
 
 /// One run, as the pool receives it.
 pub struct RunJob {
@@ -57,7 +57,7 @@ struct RunHost {
 
 impl SandboxHost for RunHost {
   fn log(&self, text: Vec<u16>) -> bool {
-    let admitted = self.ledger.borrow_mut().as_mut().is_some_and(|ledger| ledger.admit(text));
+    let admitted = self.ledger.borrow_mut().as_mut().is_some_and(|ledger| ledger.admit(&text));
     if !admitted {
       self.control.stop(StopReason::OutputLimit);
     }
@@ -200,6 +200,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
   }
   if let Some(clock) = context.clock {
     context.watchdog.meter_cpu(control, clock, Duration::from_secs_f64(config.compute_ms / 1000.0));
+    watchdog::credit_idle_to(Some((control.clone(), clock)));
   }
 
   let loop_error = match start_program(isolate, &code, &job.bindings_json) {
@@ -218,6 +219,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
   };
 
   context.watchdog.forget(control);
+  watchdog::credit_idle_to(None);
   context.bridge.close(job.run_id);
   control.attach_isolate(None);
   isolate.external_memory.attach(None);

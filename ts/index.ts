@@ -14,7 +14,7 @@
  */
 import type { Context } from '@deepseek-ai/cordis'
 import { CodeRuntime, type CodeRunFailure, type CodeRunRequest, type CodeRunResult } from '@deepseek-ai/dsh-code-runtime'
-import { NativeRuntime, type NativeRunResult } from '../index.js'
+import { NativeRuntime, type NativeLogs, type NativeRunResult } from '../index.js'
 import { resolveBindings } from './bindings.js'
 import { Config, validateConfig, type V8CodeRuntimeConfig } from './config.js'
 import { HostCalls } from './host-calls.js'
@@ -23,9 +23,27 @@ export type { V8CodeRuntimeConfig } from './config.js'
 
 const PACKAGE = 'dsh-code-runtime-v8'
 
+/**
+ * Log entries made into JS strings per event-loop turn: a chunk costs a few
+ * milliseconds, so even a flood of millions of entries (all the default cap
+ * admits) never holds the host's event loop for long.
+ */
+const LOG_CHUNK = 65_536
+
+/** Take a result's logs, a chunk per turn (one turn for ordinary runs). */
+async function collectLogs(logs: NativeLogs): Promise<string[]> {
+  const out: string[] = new Array(logs.remaining)
+  logs.fill(out, LOG_CHUNK)
+  while (logs.remaining > 0) {
+    await new Promise((resolve) => setImmediate(resolve))
+    logs.fill(out, LOG_CHUNK)
+  }
+  return out
+}
+
 /** Turn the addon's flat result into the seam's `CodeRunResult`. */
-function toRunResult(native: NativeRunResult): CodeRunResult {
-  const result: CodeRunResult = { logs: native.logs }
+async function toRunResult(native: NativeRunResult): Promise<CodeRunResult> {
+  const result: CodeRunResult = { logs: await collectLogs(native.logs) }
   if (native.valueJson !== undefined && native.valueJson !== null) result.value = JSON.parse(native.valueJson)
   if (native.errorKind) {
     result.error = { kind: native.errorKind as CodeRunFailure['kind'], message: native.errorMessage ?? '' }
@@ -80,7 +98,7 @@ export class V8CodeRuntime extends CodeRuntime {
     if (this.disposed) throw new Error(`${PACKAGE}: run() after disposal`)
     const bindings = resolveBindings(request.bindings)
     const signal = request.signal
-    if (signal?.aborted) return toRunResult(this.native.failBeforeStart('abort', reasonText(signal)))
+    if (signal?.aborted) return await toRunResult(this.native.failBeforeStart('abort', reasonText(signal)))
     if (typeof request.program !== 'string') throw new Error(`${PACKAGE}: request.program must be a string`)
 
     const runId = this.nextRunId
@@ -89,7 +107,7 @@ export class V8CodeRuntime extends CodeRuntime {
     const onAbort = () => this.native.abort(runId, reasonText(signal as AbortSignal))
     signal?.addEventListener('abort', onAbort, { once: true })
     try {
-      return toRunResult(await this.native.run(runId, request.program, bindings.descriptorJson))
+      return await toRunResult(await this.native.run(runId, request.program, bindings.descriptorJson))
     } catch (error) {
       if (this.disposed) throw new Error(`${PACKAGE}: run() after disposal`)
       throw new Error(`${PACKAGE}: ${error instanceof Error ? error.message : String(error)}`)
