@@ -345,12 +345,12 @@ describe('calls', () => {
   })
 
   it('the pump\'s brief spin while waiting for replies is not charged either', async () => {
-    // 5000 sequential calls to a host function that takes ~60 us: the
-    // program's own CPU is a few tens of ms, but the pump spins its full
-    // 40 us per call waiting for each reply (200 ms in all); charged, that
-    // alone would exceed the budget.
-    const tight = await mount({ computeMs: 150, poolSize: 1 })
-    const result = await tight.run('let s = 0; for (let i = 0; i < 5000; i++) s += await tools.echo(i); return s', {
+    // 8000 sequential calls to a host function that takes ~60 us: the
+    // program's own CPU is ~110 ms (more on a busy machine), but the pump
+    // spins its full 40 us per call waiting for each reply (320 ms in all);
+    // charged, the run would exceed the budget.
+    const tight = await mount({ computeMs: 250, poolSize: 1 })
+    const result = await tight.run('let s = 0; for (let i = 0; i < 8000; i++) s += await tools.echo(i); return s', {
       bindings: tools({
         echo: async (i) => {
           const until = performance.now() + 0.06
@@ -359,7 +359,7 @@ describe('calls', () => {
         },
       }),
     })
-    expect(result).toEqual({ logs: [], value: (4999 * 5000) / 2 })
+    expect(result).toEqual({ logs: [], value: (7999 * 8000) / 2 })
     await tight.dispose()
   })
 

@@ -13,7 +13,7 @@ use crate::control::lock;
 use crate::isolate::PreparedIsolate;
 use crate::ledger::{FailureKind, Output, OutputLedger};
 use crate::run::{execute, RunContext, RunJob};
-use crate::watchdog::{CpuClock, Watchdog};
+use crate::watchdog::{self, CpuClock, Watchdog};
 
 /// A job plus what to do with its output (called on the pool thread).
 pub struct Submission {
@@ -118,7 +118,12 @@ fn next_submission(shared: &Shared) -> Option<Submission> {
 }
 
 fn thread_main(shared: &Shared) {
-  let runtime = match tokio::runtime::Builder::new_current_thread().enable_time().build() {
+  let runtime = match tokio::runtime::Builder::new_current_thread()
+    .enable_time()
+    .on_thread_park(watchdog::before_park)
+    .on_thread_unpark(watchdog::after_unpark)
+    .build()
+  {
     Ok(runtime) => runtime,
     Err(error) => return fail_every_run(shared, &format!("the pool thread could not start: {error}")),
   };
