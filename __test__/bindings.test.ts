@@ -232,6 +232,29 @@ describe('calls', () => {
     expect(result.value).toEqual([1, 'swapped in', 'unknown binding "tools.gone"', 'unknown binding "tools.notFn"'])
   })
 
+  it('lone surrogates survive every crossing: arguments, resolutions, keys and rejection messages', async () => {
+    const result = await m.run(
+      `const codes = (s) => Array.from({ length: s.length }, (_, i) => s.charCodeAt(i))
+       const out = []
+       try { await tools.fail({}) } catch (e) { out.push(codes(e.message)) }
+       try { await tools.failStr({}) } catch (e) { out.push(codes(e.message)) }
+       const v = await tools.value({})
+       out.push(codes(v.s), codes(Object.keys(v.k)[0]), codes((await tools.echo({ s: '\\ud801' })).s))
+       return out`,
+      {
+        bindings: tools({
+          fail: async () => {
+            throw new Error('a\ud800b')
+          },
+          failStr: () => Promise.reject('x\udc00'),
+          value: async () => ({ s: 'v\ud800', k: { '\udfff': 1 } }),
+          echo: async (args) => args,
+        }),
+      },
+    )
+    expect(result.value).toEqual([[97, 0xd800, 98], [120, 0xdc00], [118, 0xd800], [0xdfff], [0xd801]])
+  })
+
   it('host functions returning hostile promises or thenables are answered and never break the host', async () => {
     const hostile = Promise.resolve('never seen')
     Object.defineProperty(hostile, 'constructor', {

@@ -116,7 +116,15 @@
           if (value === undefined) entry[1]("binding resolution must be lossless JSON");
           else entry[0](value);
         } else {
-          entry[1](texts[i]);
+          // The message crossed as a JSON string literal (lone surrogates
+          // survive JSON, not the UTF-8 crossing).
+          let message;
+          try {
+            message = JSONParse(texts[i]);
+          } catch {
+            message = texts[i];
+          }
+          entry[1](typeof message === "string" ? message : texts[i]);
         }
       }
       pump();

@@ -37,7 +37,8 @@ pub struct HostCall {
   pub args: String,
 }
 
-/// A host function's answer: resolution JSON text, or rejection message.
+/// A host function's answer: resolution JSON text, or the rejection
+/// message as a JSON string literal.
 pub type Reply = Result<String, String>;
 
 /// The replies waiting for one run's pump.

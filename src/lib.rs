@@ -298,7 +298,8 @@ impl NativeRuntime {
 
   /// Answer host calls: reply `i` settles (run `ids[3i]`, call `ids[3i+1]`),
   /// resolving with the JSON text `texts[i]` when `ids[3i+2]` is 1, rejecting
-  /// with the message `texts[i]` otherwise. Replies for runs that have ended
+  /// with the message whose JSON string literal is `texts[i]` otherwise (JSON
+  /// keeps a lone surrogate, which a UTF-8 crossing would replace). Replies for runs that have ended
   /// are dropped. Returns whether a live run was answered: the host should
   /// then call `linger()` once its current turn is over.
   #[napi]

@@ -23,7 +23,7 @@ pub type RepliesFuture = Pin<Box<dyn Future<Output = ReplyBatch>>>;
 
 /// Replies to host calls, as columns: reply `i` answers call `ids[i]`,
 /// resolving with the JSON text `texts[i]` when `oks[i]`, else rejecting
-/// with the message `texts[i]`.
+/// with the message whose JSON string literal is `texts[i]`.
 #[derive(Debug, Default, serde::Serialize)]
 pub struct ReplyBatch {
   pub ids: Vec<u32>,

@@ -11,6 +11,8 @@ import type { HostNamespace } from './bindings.js'
 import type { NativeRuntime } from '../index.js'
 import { encodeLossless, losslessJson } from './lossless-json.js'
 
+const JSONStringify = JSON.stringify
+
 /** Render an unknown rejection as the message the program sees. */
 export function messageOf(thrown: unknown): string {
   try {
@@ -71,10 +73,15 @@ export class HostCalls {
     this.native?.linger()
   }
 
-  /** Queue one reply; all replies settled in the same turn cross together. */
+  /**
+   * Queue one reply; all replies settled in the same turn cross together.
+   * A resolution is already JSON text; a rejection message crosses as a
+   * JSON string literal, which keeps a lone surrogate (the crossing is
+   * UTF-8, which would replace it).
+   */
   private reply(runId: number, callId: number, ok: boolean, text: string): void {
     this.replyIds.push(runId, callId, ok ? 1 : 0)
-    this.replyTexts.push(text)
+    this.replyTexts.push(ok ? text : JSONStringify(text))
     if (!this.flushQueued) {
       this.flushQueued = true
       queueMicrotask(this.flush)
