@@ -243,6 +243,19 @@ describe('output ledger', () => {
     await m.dispose()
   })
 
+  it('logs reach the host whole and in order across many turns (by count and by size)', async () => {
+    // The host takes logs a chunk per event-loop turn (at most 65536
+    // entries or 4 Mi UTF-16 units): both limits are crossed several times.
+    const m = await mount({ poolSize: 1 })
+    const many = await m.run('for (let i = 0; i < 200_000; i++) console.log(String(i)); return 1')
+    expect(many.value).toBe(1)
+    expect(many.logs).toEqual(Array.from({ length: 200_000 }, (_, i) => String(i)))
+    const big = await m.run("for (let i = 0; i < 12; i++) console.log(String.fromCharCode(97 + i).repeat(1_500_000) + '\\ud800'); return 2")
+    expect(big.value).toBe(2)
+    expect(big.logs).toEqual(Array.from({ length: 12 }, (_, i) => String.fromCharCode(97 + i).repeat(1_500_000) + '\ud800'))
+    await m.dispose()
+  })
+
   it('logs written before a failure are kept', async () => {
     const m = await mount({ computeMs: 200, poolSize: 1 })
     const result = await m.run("console.log('one'); console.log('two'); for (;;) {}")
