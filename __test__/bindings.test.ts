@@ -26,6 +26,19 @@ describe('namespaces', () => {
     expect(result).toEqual({ logs: [], value: [true, 'undefined', 6, '__proto__', 'constructor', 'hasOwnProperty', 'a b', ''] })
   })
 
+  it('members are read-only and permanent, as in the reference backend', async () => {
+    const result = await m.run(
+      `const d = Object.getOwnPropertyDescriptor(tools, 'echo')
+       const out = [d.writable, d.enumerable, d.configurable, Object.isFrozen(tools), Object.isExtensible(tools)]
+       try { tools.echo = 5 } catch (e) { out.push(e instanceof TypeError) }
+       try { delete tools.echo } catch (e) { out.push(e instanceof TypeError) }
+       out.push(typeof tools.echo, await tools.echo(1))
+       return out`,
+      { bindings: tools(echo().fns) },
+    )
+    expect(result.value).toEqual([false, true, false, false, true, true, true, 'function', 1])
+  })
+
   it('allow globals named like builtins, and a namespace named like an error class', async () => {
     const result = await m.run('return [await Error.f({}), await process.f({}), await ToolCallError.f({})]', {
       bindings: [

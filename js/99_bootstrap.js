@@ -195,7 +195,9 @@
           return PromisePrototypeThen(promise, undefined, onFailure);
         };
         ObjectDefineProperty(call, "name", { __proto__: null, value: memberName });
-        ObjectDefineProperty(target, memberName, { __proto__: null, value: call, enumerable: true, writable: true, configurable: true });
+        // Read-only and permanent, as the reference backend defines them: a
+        // program's `tools.search = ...` throws instead of rewiring a tool.
+        ObjectDefineProperty(target, memberName, { __proto__: null, value: call, enumerable: true, writable: false, configurable: false });
       }
       ObjectDefineProperty(globalThis, ns.global, { __proto__: null, value: target, writable: true, configurable: true, enumerable: false });
     }
