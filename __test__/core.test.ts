@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process'
 import { readdirSync } from 'node:fs'
 import { Context } from '@deepseek-ai/cordis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -89,6 +90,24 @@ describe('programs', () => {
     expect(await m.run('return JSON.stringify(process.env)')).toEqual({ logs: [], value: '{}' })
     const exited = await m.run("console.log('before'); process.exit(3); console.log('after')")
     expect(exited).toEqual({ logs: ['before'], error: { kind: 'worker-exit', message: 'worker exited with code 3 before completing' } })
+  })
+
+  it('exit() checks its code as Node does, and exitCode is honoured', async () => {
+    // Node itself, in a child process, is the oracle for what exit() throws.
+    const codes = ['1.5', '"abc"', 'true', '"1.5"', '{}', '3n', 'NaN', '""', 'Symbol("s")', 'Object.create(null)', '[]']
+    for (const code of codes) {
+      const probe = `try { process.exit(${code}) } catch (e) { process.stdout.write([String(e), e.code, e.name, e.message].join(' | ')); process.exitCode = 0 }`
+      const node = spawnSync(process.execPath, ['-e', probe], { encoding: 'utf8' })
+      const ours = await m.run(`try { process.exit(${code}) } catch (e) { return [String(e), e.code, e.name, e.message].join(' | ') }`)
+      expect([code, ours.value]).toEqual([code, node.stdout])
+    }
+    const uncaught = await m.run('process.exit(1.5)')
+    expect(uncaught.error?.message).toMatch(/^RangeError \[ERR_OUT_OF_RANGE\]: The value of "code" is out of range\. It must be an integer\. Received 1\.5\n {4}at program\.ts:1:9/)
+    expect(await m.run('process.exitCode = 4; process.extra = 1; process.exit()')).toEqual({
+      logs: [],
+      error: { kind: 'worker-exit', message: 'worker exited with code 4 before completing' },
+    })
+    expect(await m.run('process.exit("3")')).toEqual({ logs: [], error: { kind: 'worker-exit', message: 'worker exited with code 3 before completing' } })
   })
 
   it('a thrown Error reports name, message and program positions', async () => {

@@ -127,6 +127,7 @@
   );
   p.Symbol = Symbol;
   p.SymbolIterator = Symbol.iterator;
+  p.SymbolToPrimitive = Symbol.toPrimitive;
   p.SymbolToStringTag = Symbol.toStringTag;
   p.SymbolFor = Symbol.for;
   p.MathMin = Math.min;

@@ -1,6 +1,7 @@
 // Copyright the dsh-code-runtime-v8 authors. MIT license.
 // Timers (setTimeout, setInterval and their clears) and performance.now.
-// A timer keeps the run alive until it fires or is cleared, as in Node.
+// A timer keeps the run alive until it fires or is cleared, as in Node, and
+// is handed out as Node's Timeout shape, so Node-style code runs.
 "use strict";
 
 ((globalThis) => {
@@ -22,6 +23,52 @@
 
   const timers = new p.Map();
   let nextTimerId = 1;
+
+  /**
+   * What setTimeout and setInterval return, as in Node: `ref`, `unref`,
+   * `hasRef`, `refresh`, `close`, and the timer's numeric id as its
+   * primitive (clearTimeout takes either). An unref'd timer does not keep
+   * the run alive, like an unref'd timer in Node does not keep the process.
+   */
+  class Timeout {
+    #id;
+    #refed = true;
+    constructor(id) {
+      this.#id = id;
+    }
+    static idOf(handle) {
+      return #id in handle ? handle.#id : undefined;
+    }
+    ref() {
+      const timer = p.MapPrototypeGet(timers, this.#id);
+      if (timer !== undefined) core.refTimer(timer);
+      this.#refed = true;
+      return this;
+    }
+    unref() {
+      const timer = p.MapPrototypeGet(timers, this.#id);
+      if (timer !== undefined) core.unrefTimer(timer);
+      this.#refed = false;
+      return this;
+    }
+    hasRef() {
+      return this.#refed;
+    }
+    /** Restart a pending timer's delay from now (a fired or cleared one stays so). */
+    refresh() {
+      const timer = p.MapPrototypeGet(timers, this.#id);
+      if (timer !== undefined) core.refreshTimer(timer);
+      return this;
+    }
+    close() {
+      clear(this.#id);
+      return this;
+    }
+    [p.SymbolToPrimitive]() {
+      return this.#id;
+    }
+  }
+
   function schedule(callback, delay, args, repeat) {
     if (typeof callback !== "function") {
       throw new p.TypeError('The "callback" argument must be of type function');
@@ -38,9 +85,14 @@
       };
     }
     p.MapPrototypeSet(timers, id, timer);
-    return id;
+    return new Timeout(id);
   }
-  function clear(id) {
+  /** Clear by Timeout or by its id (a number, or its string), as Node does. */
+  function clear(handle) {
+    let id;
+    if (typeof handle === "number") id = handle;
+    else if (typeof handle === "string") id = +handle;
+    else if (handle !== null && typeof handle === "object") id = Timeout.idOf(handle);
     const timer = p.MapPrototypeGet(timers, id);
     if (timer === undefined) return;
     p.MapPrototypeDelete(timers, id);
