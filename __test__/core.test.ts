@@ -134,6 +134,18 @@ describe('programs', () => {
     const result = await m.run('const a = 1\nconst b = (\n')
     expect(result.error?.kind).toBe('exception')
     expect(result.error?.message).toMatch(/program\.ts:3:1/)
+    // Errors the parser recovers from, and syntax only the strip refuses,
+    // are positioned too.
+    const cases: [string, RegExp][] = [
+      ['let a = 1\nreturn "unterminated', /^SyntaxError: Unterminated string constant at program\.ts:2:8$/],
+      ['/* unterminated comment', /^SyntaxError: Unterminated block comment at program\.ts:1:\d+$/],
+      ['const x = 1\n@decorated class C {}', /^SyntaxError: .+ at program\.ts:2:1$/],
+      ['const s = `open', /^SyntaxError: Unterminated template at program\.ts:1:11$/],
+    ]
+    for (const [program, message] of cases) {
+      const failed = await m.run(program)
+      expect([program, failed.error?.kind, failed.error?.message]).toEqual([program, 'exception', expect.stringMatching(message)])
+    }
   })
 
   it.each([

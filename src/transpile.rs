@@ -8,6 +8,7 @@
 //! value `namespace`, parameter properties) is refused with a message that
 //! names the construct.
 
+use deno_ast::swc::parser::{Syntax, TsSyntax};
 use deno_ast::{MediaType, ModuleSpecifier, ParseParams};
 
 /// The first line of the wrapper; the program starts on the next line.
@@ -25,19 +26,34 @@ pub fn strip_types(program: &str) -> Result<String, String> {
     ModuleSpecifier::parse(&format!("file:///{PROGRAM_NAME}")).map_err(|e| format!("internal error: {e}"))?;
 
   // Parse first: swc's strip reports a syntax error without a position.
+  let syntax_error = |diagnostic: &deno_ast::ParseDiagnostic| {
+    let position = diagnostic.display_position();
+    let (line, column) = clamp_to_program(program, position.line_number.saturating_sub(1), position.column_number);
+    format!("SyntaxError: {} at {PROGRAM_NAME}:{line}:{column}", diagnostic.kind().msg())
+  };
   let parsed = deno_ast::parse_script(ParseParams {
     specifier: specifier.clone(),
     text: wrapped.clone().into(),
     media_type: MediaType::TypeScript,
     capture_tokens: false,
     scope_analysis: false,
-    maybe_syntax: None,
+    // The strip's own syntax (deno_ast::type_strip): no decorators, so they
+    // are refused here, with a position, rather than by the strip without.
+    maybe_syntax: Some(Syntax::Typescript(TsSyntax {
+      decorators: false,
+      disallow_ambiguous_jsx_like: true,
+      dts: false,
+      no_early_errors: true,
+      tsx: false,
+    })),
   })
-  .map_err(|diagnostic| {
-    let position = diagnostic.display_position();
-    let (line, column) = clamp_to_program(program, position.line_number.saturating_sub(1), position.column_number);
-    format!("SyntaxError: {} at {PROGRAM_NAME}:{line}:{column}", diagnostic.kind().msg())
-  })?;
+  .map_err(|diagnostic| syntax_error(&diagnostic))?;
+  // The parser recovers from some errors (an unterminated string or
+  // comment, a decorator where none may stand) and reports them on the
+  // side; the strip would then fail with a bare "Syntax error".
+  if let Some(diagnostic) = parsed.diagnostics().first() {
+    return Err(syntax_error(diagnostic));
+  }
   // A program that closes the function body it runs in (`}); ...`) would
   // run outside the wrapper: refuse it as the syntax error it is.
   let statements = match parsed.program_ref() {
