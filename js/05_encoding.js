@@ -190,11 +190,7 @@
   }
 
   const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  function invalidCharacter(message) {
-    const error = new p.Error(message);
-    p.ObjectDefineProperty(error, "name", { __proto__: null, value: "InvalidCharacterError", configurable: true, writable: true });
-    return error;
-  }
+  const invalidCharacter = (message, caller) => dsh.domException(message, "InvalidCharacterError", caller);
 
   function btoa(data) {
     if (arguments.length === 0) throw new TypeError('The "data" argument must be specified');
@@ -204,7 +200,7 @@
       const a = StringPrototypeCharCodeAt(str, i);
       const b = i + 1 < str.length ? StringPrototypeCharCodeAt(str, i + 1) : 0;
       const c = i + 2 < str.length ? StringPrototypeCharCodeAt(str, i + 2) : 0;
-      if (a > 255 || b > 255 || c > 255) throw invalidCharacter("Invalid character");
+      if (a > 255 || b > 255 || c > 255) throw invalidCharacter("Invalid character", btoa);
       const n = (a << 16) | (b << 8) | c;
       out += B64[(n >> 18) & 63] + B64[(n >> 12) & 63] + (i + 1 < str.length ? B64[(n >> 6) & 63] : "=") + (i + 2 < str.length ? B64[n & 63] : "=");
     }
@@ -223,13 +219,13 @@
       if (p.StringPrototypeEndsWith(str, "==")) str = p.StringPrototypeSlice(str, 0, -2);
       else if (p.StringPrototypeEndsWith(str, "=")) str = p.StringPrototypeSlice(str, 0, -1);
     }
-    if (str.length % 4 === 1) throw invalidCharacter("The string to be decoded is not correctly encoded.");
+    if (str.length % 4 === 1) throw invalidCharacter("The string to be decoded is not correctly encoded.", atob);
     let out = "";
     let buffer = 0;
     let bits = 0;
     for (let i = 0; i < str.length; i++) {
       const v = p.StringPrototypeIndexOf(B64, str[i]);
-      if (v === -1) throw invalidCharacter("The string to be decoded is not correctly encoded.");
+      if (v === -1) throw invalidCharacter("Invalid character", atob);
       buffer = (buffer << 6) | v;
       bits += 6;
       if (bits >= 8) {

@@ -13,15 +13,11 @@
 
   function getRandomValues(array) {
     if (!core.isTypedArray(array) || !p.ArrayPrototypeIncludes(INTEGER_ARRAYS, p.TypedArrayPrototypeGetSymbolToStringTag(array))) {
-      const error = new TypeError("The data argument must be an integer-type TypedArray");
-      error.name = "TypeMismatchError";
-      throw error;
+      throw dsh.domException("The data argument must be an integer-type TypedArray", "TypeMismatchError", getRandomValues);
     }
     const byteLength = p.TypedArrayPrototypeGetByteLength(array);
     if (byteLength > 65536) {
-      const error = new p.RangeError(`The ArrayBufferView's byte length (${byteLength}) exceeds the number of bytes of entropy available via this API (65536)`);
-      error.name = "QuotaExceededError";
-      throw error;
+      throw dsh.domException("The requested length exceeds 65,536 bytes", "QuotaExceededError", getRandomValues);
     }
     ops.op_dsh_random(new Uint8Array(p.TypedArrayPrototypeGetBuffer(array), array.byteOffset, byteLength));
     return array;
@@ -50,9 +46,7 @@
     try {
       return coreStructuredClone(value);
     } catch (error) {
-      const clone = new p.Error(error && error.message);
-      p.ObjectDefineProperty(clone, "name", { __proto__: null, value: "DataCloneError", configurable: true, writable: true });
-      throw clone;
+      throw dsh.domException(error && error.message, "DataCloneError", structuredClone);
     }
   }
 

@@ -274,6 +274,7 @@ deno_core::extension!(
     "02_inspect.js",
     "03_console.js",
     "04_timers.js",
+    "05_dom_exception.js",
     "05_encoding.js",
     "06_url.js",
     "07_crypto.js",
