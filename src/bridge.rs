@@ -17,14 +17,14 @@
 //! call ([`HostSpin`]). See each for what it costs and why it is bounded.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
 use crate::control::lock;
-use crate::watchdog::CpuClock;
+use crate::watchdog;
 
 /// One call from a program to a host function.
 #[derive(Debug)]
@@ -76,22 +76,20 @@ impl Mailbox {
     (!replies.is_empty()).then(|| std::mem::take(&mut *replies))
   }
 
-  /// Wait until at least one reply is here, then take them all. `credit`
-  /// receives the CPU time spent spinning (see [`SPIN_BEFORE_PARK`]).
-  pub async fn take(&self, clock: Option<CpuClock>, credit: &AtomicU64) -> Vec<(u32, Reply)> {
+  /// Wait until at least one reply is here, then take them all. The spin
+  /// (see [`SPIN_BEFORE_PARK`]) is not charged to the run's budget.
+  pub async fn take(&self) -> Vec<(u32, Reply)> {
     loop {
       if let Some(replies) = self.try_take() {
         return replies;
       }
-      if let Some(clock) = clock.filter(|_| spinning_helps()) {
-        let cpu_before = clock.now();
-        let until = Instant::now() + SPIN_BEFORE_PARK;
-        while !self.pending.load(Ordering::Acquire) && Instant::now() < until {
-          std::hint::spin_loop();
-        }
-        if let (Some(before), Some(after)) = (cpu_before, clock.now()) {
-          credit.fetch_add(after.saturating_sub(before).as_nanos() as u64, Ordering::Relaxed);
-        }
+      if spinning_helps() {
+        watchdog::uncharged(|| {
+          let until = Instant::now() + SPIN_BEFORE_PARK;
+          while !self.pending.load(Ordering::Acquire) && Instant::now() < until {
+            std::hint::spin_loop();
+          }
+        });
         if let Some(replies) = self.try_take() {
           return replies;
         }

@@ -40,8 +40,8 @@ pub struct RunControl {
   isolate: Mutex<Option<v8::IsolateHandle>>,
   /// Set once the program settled: later stop requests change nothing.
   settled: AtomicBool,
-  /// CPU time (ns) the run's thread spent waiting for the host by spinning;
-  /// the watchdog does not charge it to the compute budget.
+  /// CPU time (ns) the run's thread spent waiting (spinning for a host
+  /// reply, parking); the watchdog does not charge it to the compute budget.
   waiting_cpu_ns: AtomicU64,
   wake: Notify,
 }

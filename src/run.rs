@@ -49,7 +49,6 @@ struct RunHost {
   control: Arc<RunControl>,
   bridge: Arc<Bridge>,
   mailbox: Arc<Mailbox>,
-  clock: Option<CpuClock>,
   ledger: RefCell<Option<OutputLedger>>,
   settlement: RefCell<Option<(Settlement, Vec<u16>)>>,
   started: Instant,
@@ -78,11 +77,9 @@ impl SandboxHost for RunHost {
 
   fn replies(&self) -> RepliesFuture {
     let mailbox = self.mailbox.clone();
-    let control = self.control.clone();
-    let clock = self.clock;
     Box::pin(async move {
       let mut batch = ReplyBatch::default();
-      for (id, reply) in mailbox.take(clock, control.waiting_cpu()).await {
+      for (id, reply) in mailbox.take().await {
         batch.ids.push(id);
         let (ok, text) = match reply {
           Ok(json) => (true, json),
@@ -181,7 +178,6 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
     control: control.clone(),
     bridge: context.bridge.clone(),
     mailbox: context.bridge.open(job.run_id),
-    clock: context.clock,
     ledger: RefCell::new(Some(ledger)),
     settlement: RefCell::new(None),
     started: Instant::now(),
@@ -200,7 +196,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
   }
   if let Some(clock) = context.clock {
     context.watchdog.meter_cpu(control, clock, Duration::from_secs_f64(config.compute_ms / 1000.0));
-    watchdog::credit_idle_to(Some((control.clone(), clock)));
+    watchdog::credit_waiting_to(Some((control.clone(), clock)));
   }
 
   let loop_error = match start_program(isolate, &code, &job.bindings_json) {
@@ -219,7 +215,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
   };
 
   context.watchdog.forget(control);
-  watchdog::credit_idle_to(None);
+  watchdog::credit_waiting_to(None);
   context.bridge.close(job.run_id);
   control.attach_isolate(None);
   isolate.external_memory.attach(None);

@@ -41,43 +41,65 @@ impl CpuClock {
 
 /// The run metered on this pool thread, and where its last park began.
 #[derive(Default)]
-struct IdleCredit {
+struct WaitCredit {
   run: Option<(Arc<RunControl>, CpuClock)>,
   parked_at: Option<Duration>,
 }
 
-thread_local! {
-  static IDLE_CREDIT: RefCell<IdleCredit> = RefCell::default();
+impl WaitCredit {
+  /// This thread's CPU time now, if a run is metered here.
+  fn now(&self) -> Option<Duration> {
+    self.run.as_ref().and_then(|(_, clock)| clock.now())
+  }
+
+  /// Credit the thread's CPU time since `since` to the metered run.
+  fn credit_since(&self, since: Duration) {
+    if let (Some(now), Some((control, _))) = (self.now(), self.run.as_ref()) {
+      control.waiting_cpu().fetch_add(now.saturating_sub(since).as_nanos() as u64, Ordering::Relaxed);
+    }
+  }
 }
 
-/// Credit this thread's parked time to `run` (None: to nobody). A pool
-/// thread parks whenever its event loop has nothing to run (the program
-/// awaits a binding or a timer), and its CPU clock still advances across
-/// each park: the syscalls and the switch back in, ~30 us per parked
-/// binding call, which 5000 slow calls turned into 150 ms of "program" CPU.
-/// Nothing of the program runs between a park and its unpark, so this
-/// credit can never cover program work.
-pub fn credit_idle_to(run: Option<(Arc<RunControl>, CpuClock)>) {
-  IDLE_CREDIT.with(|idle| *idle.borrow_mut() = IdleCredit { run, parked_at: None });
+thread_local! {
+  static WAIT_CREDIT: RefCell<WaitCredit> = RefCell::default();
+}
+
+/// Meter this pool thread's waiting for `run` (None: for nobody): CPU the
+/// thread spends waiting is credited back, never charged to the budget.
+/// Two kinds of waiting burn some CPU: the reply pump's brief spin for a
+/// host reply ([`uncharged`]), and parking (tokio's park hooks below), whose
+/// syscalls and switch back in cost ~17 us per slow binding call, which
+/// 5000 such calls turned into ~85 ms of "program" CPU. Nothing of the
+/// program runs during either, so the credit can never cover program work.
+pub fn credit_waiting_to(run: Option<(Arc<RunControl>, CpuClock)>) {
+  WAIT_CREDIT.with(|credit| *credit.borrow_mut() = WaitCredit { run, parked_at: None });
+}
+
+/// Run `wait`, a wait for another thread that runs no program code,
+/// without charging its CPU time to the run metered on this thread.
+pub fn uncharged<T>(wait: impl FnOnce() -> T) -> T {
+  let since = WAIT_CREDIT.with(|credit| credit.borrow().now());
+  let result = wait();
+  if let Some(since) = since {
+    WAIT_CREDIT.with(|credit| credit.borrow().credit_since(since));
+  }
+  result
 }
 
 /// The pool thread's runtime is about to park (tokio `on_thread_park`).
 pub fn before_park() {
-  IDLE_CREDIT.with(|idle| {
-    let mut idle = idle.borrow_mut();
-    idle.parked_at = idle.run.as_ref().and_then(|(_, clock)| clock.now());
+  WAIT_CREDIT.with(|credit| {
+    let mut credit = credit.borrow_mut();
+    credit.parked_at = credit.now();
   });
 }
 
 /// The pool thread's runtime has unparked (tokio `on_thread_unpark`).
 pub fn after_unpark() {
-  IDLE_CREDIT.with(|idle| {
-    let mut idle = idle.borrow_mut();
-    if let (Some(parked_at), Some((control, clock))) = (idle.parked_at.take(), idle.run.as_ref()) {
-      if let Some(now) = clock.now() {
-        let parked = now.saturating_sub(parked_at).as_nanos() as u64;
-        control.waiting_cpu().fetch_add(parked, Ordering::Relaxed);
-      }
+  WAIT_CREDIT.with(|credit| {
+    let mut credit = credit.borrow_mut();
+    if let Some(parked_at) = credit.parked_at.take() {
+      credit.credit_since(parked_at);
     }
   });
 }
@@ -176,7 +198,7 @@ fn watch_loop(shared: &Shared) {
       }
       next = next.min(run.wall_deadline - now);
       if let Some(cpu) = &run.cpu {
-        let waiting = Duration::from_nanos(run.control.waiting_cpu().load(std::sync::atomic::Ordering::Relaxed));
+        let waiting = Duration::from_nanos(run.control.waiting_cpu().load(Ordering::Relaxed));
         let used = cpu.clock.now().map_or(Duration::ZERO, |t| t.saturating_sub(cpu.start).saturating_sub(waiting));
         if used >= cpu.budget {
           run.control.stop(StopReason::ComputeBudget);
