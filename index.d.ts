@@ -9,6 +9,12 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/**
+ * A result's logs, still packed (see `ledger::Logs`), handed out in
+ * chunks: a runaway program within the default cap can leave ~22 million
+ * entries, and making them all into JS strings at once would hold the
+ * host's event loop for seconds. The host takes a chunk per turn.
+ */
 export declare class NativeLogs {
   /** Entries not taken yet. */
   get remaining(): number
@@ -40,9 +46,10 @@ export declare class NativeRuntime {
    * Answer host calls: reply `i` settles (run `ids[3i]`, call `ids[3i+1]`),
    * resolving with the JSON text `texts[i]` when `ids[3i+2]` is 1, rejecting
    * with the message whose JSON string literal is `texts[i]` otherwise (JSON
-   * keeps a lone surrogate, which a UTF-8 crossing would replace). Replies for runs that have ended
-   * are dropped. Returns whether a live run was answered: the host should
-   * then call `linger()` once its current turn is over.
+   * keeps a lone surrogate, which a UTF-8 crossing would replace). Replies
+   * for runs that have ended are dropped. Returns whether a live run was
+   * answered: the host should then call `linger()` once its current turn is
+   * over.
    */
   reply(ids: Uint32Array, texts: Array<string>): boolean
   /**

@@ -39,26 +39,26 @@
     static idOf(handle) {
       return #id in handle ? handle.#id : undefined;
     }
-    ref() {
+    /** Apply `action` to the core timer while it is pending; `this`. */
+    #pending(action) {
       const timer = p.MapPrototypeGet(timers, this.#id);
-      if (timer !== undefined) core.refTimer(timer);
-      this.#refed = true;
+      if (timer !== undefined) action(timer);
       return this;
     }
+    ref() {
+      this.#refed = true;
+      return this.#pending(core.refTimer);
+    }
     unref() {
-      const timer = p.MapPrototypeGet(timers, this.#id);
-      if (timer !== undefined) core.unrefTimer(timer);
       this.#refed = false;
-      return this;
+      return this.#pending(core.unrefTimer);
     }
     hasRef() {
       return this.#refed;
     }
     /** Restart a pending timer's delay from now (a fired or cleared one stays so). */
     refresh() {
-      const timer = p.MapPrototypeGet(timers, this.#id);
-      if (timer !== undefined) core.refreshTimer(timer);
-      return this;
+      return this.#pending(core.refreshTimer);
     }
     close() {
       clear(this.#id);

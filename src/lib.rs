@@ -111,13 +111,13 @@ impl From<Output> for NativeRunResult {
   }
 }
 
+/// Text copied into JS strings per `fill` (8 MiB of UTF-16): a few ms.
+const LOG_UNITS_PER_FILL: usize = 4 << 20;
+
 /// A result's logs, still packed (see `ledger::Logs`), handed out in
 /// chunks: a runaway program within the default cap can leave ~22 million
 /// entries, and making them all into JS strings at once would hold the
 /// host's event loop for seconds. The host takes a chunk per turn.
-/// Text copied into JS strings per `fill` (8 MiB of UTF-16): a few ms.
-const LOG_UNITS_PER_FILL: usize = 4 << 20;
-
 #[napi]
 pub struct NativeLogs {
   logs: Logs,
@@ -299,9 +299,10 @@ impl NativeRuntime {
   /// Answer host calls: reply `i` settles (run `ids[3i]`, call `ids[3i+1]`),
   /// resolving with the JSON text `texts[i]` when `ids[3i+2]` is 1, rejecting
   /// with the message whose JSON string literal is `texts[i]` otherwise (JSON
-  /// keeps a lone surrogate, which a UTF-8 crossing would replace). Replies for runs that have ended
-  /// are dropped. Returns whether a live run was answered: the host should
-  /// then call `linger()` once its current turn is over.
+  /// keeps a lone surrogate, which a UTF-8 crossing would replace). Replies
+  /// for runs that have ended are dropped. Returns whether a live run was
+  /// answered: the host should then call `linger()` once its current turn is
+  /// over.
   #[napi]
   pub fn reply(&self, ids: &[u32], texts: Vec<String>) -> Result<bool> {
     if ids.len() != texts.len() * 3 {

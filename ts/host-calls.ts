@@ -116,7 +116,7 @@ export class HostCalls {
     const name = host.names[fnIndex] as string
     const fn = Object.hasOwn(host.record, name) ? host.record[name] : undefined
     if (typeof fn !== 'function') {
-      this.reply(runId, callId, false, `unknown binding ${JSON.stringify(`${host.global}.${name}`)}`)
+      this.reply(runId, callId, false, `unknown binding ${JSONStringify(`${host.global}.${name}`)}`)
       return
     }
     const args = losslessJson.decode(argsText)
