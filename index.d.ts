@@ -28,16 +28,20 @@ export declare class NativeLogs {
   fill(out: Array<string>, max: number): number
 }
 
-/** A pool of V8 isolates that runs programs (one `V8CodeRuntime`). */
+/**
+ * Runs programs in V8 isolates, each on a thread of its own while in
+ * flight (one `V8CodeRuntime`).
+ */
 export declare class NativeRuntime {
   /**
-   * Start the pool. `onCalls(ids, args)` receives each batch of host calls
+   * Start the runtime. `onCalls(ids, args)` receives each batch of host calls
    * (layout: [`HostCallIds`]) and answers them through `reply()`.
    */
   constructor(config: NativeConfig, onCalls: (ids: Uint32Array, args: string[]) => void)
   /**
    * Run one program. Resolves with the run's result; rejects only when the
-   * runtime is disposed or the queue is full.
+   * runtime is disposed or the queue is full (`maxQueuedRuns` runs wait
+   * for admission behind `maxConcurrentRuns` in flight).
    */
   run(runId: number, program: string, bindingsJson: string): Promise<NativeRunResult>
   /** Abort a live run; its result reports `abort` with `reason`. */
@@ -64,6 +68,11 @@ export declare class NativeRuntime {
    * through the same output ledger as every other result.
    */
   failBeforeStart(kind: string, message: string): NativeRunResult
+  /**
+   * What the runtime is doing now, and what it has done (see
+   * [`NativeStats`]).
+   */
+  stats(): NativeStats
   /**
    * Dispose: live runs resolve `abort: runtime disposed`, every isolate
    * thread is stopped and joined, then the promise resolves.
@@ -98,10 +107,37 @@ export interface NativeConfig {
    * Default 512.
    */
   maxExternalMemoryMb: number
-  /** Isolate threads, i.e. runs executing in parallel. Default: available cores. */
-  poolSize: number
-  /** Runs that may wait for a free isolate before run() rejects. Default 10000. */
+  /**
+   * Runs in flight at once, each with a thread and an isolate of its own
+   * (waiting runs included: a run waiting on a tool costs memory, not
+   * CPU). Beyond it runs queue. Default 4096.
+   */
+  maxConcurrentRuns: number
+  /**
+   * Runs that may wait in the queue for admission; beyond it run()
+   * rejects. Default 10000.
+   */
   maxQueuedRuns: number
+  /**
+   * Isolates kept prepared from the snapshot on idle threads, so that a
+   * run arriving at an idle runtime starts at once. Default: available
+   * cores.
+   */
+  preparedIsolates: number
+}
+
+/**
+ * Finished runs by outcome: `ok` for a completion, else the seam's
+ * failure kind.
+ */
+export interface NativeOutcomes {
+  ok: number
+  exception: number
+  timeout: number
+  abort: number
+  workerExit: number
+  invalidOutput: number
+  outputLimit: number
 }
 
 /**
@@ -113,4 +149,33 @@ export interface NativeRunResult {
   valueJson?: string
   errorKind?: string
   errorMessage?: string
+}
+
+/**
+ * A snapshot of the runtime for operators. The run counts are taken
+ * together: `inFlight === starting + computing + waiting`.
+ */
+export interface NativeStats {
+  /** Runs submitted and waiting for admission. */
+  queued: number
+  /** Runs admitted and not finished. */
+  inFlight: number
+  /** In flight, waiting for a thread and an isolate. */
+  starting: number
+  /** In flight, running (or runnable) on their thread. */
+  computing: number
+  /** In flight, their thread parked on binding calls or timers. */
+  waiting: number
+  /** Runs with at least one binding call the host has not answered. */
+  waitingOnHost: number
+  /** Run threads alive (running a run, or idle with a prepared isolate). */
+  threads: number
+  /** Idle threads holding a prepared isolate. */
+  preparedIsolates: number
+  /** Finished runs by outcome, since the runtime started. */
+  outcomes: NativeOutcomes
+  /** run() calls refused because the queue was full. */
+  refused: number
+  /** CPU time charged to programs (finished and in flight), in ms. */
+  cpuMs: number
 }

@@ -3,7 +3,7 @@ import { mount, tools, type Mounted } from './helpers.js'
 
 let m: Mounted
 beforeAll(async () => {
-  m = await mount({ poolSize: 2, maxWallMs: 20_000 })
+  m = await mount({ maxWallMs: 20_000 })
 })
 afterAll(() => m.dispose())
 
@@ -339,7 +339,7 @@ describe('calls', () => {
   })
 
   it('binding traffic is not counted against maxOutputBytes', async () => {
-    const small = await mount({ maxOutputBytes: 64, poolSize: 1 })
+    const small = await mount({ maxOutputBytes: 64 })
     const big = 'x'.repeat(1_000_000)
     const result = await small.run('const r = await tools.f("y".repeat(1000000)); return r.length', {
       bindings: tools({ f: async (args) => big + (args as string) }),
@@ -374,7 +374,7 @@ describe('calls', () => {
   })
 
   it('a never-settling host call ends at the wall ceiling', async () => {
-    const short = await mount({ maxWallMs: 300, poolSize: 1 })
+    const short = await mount({ maxWallMs: 300 })
     const result = await short.run('await tools.never({})', { bindings: tools({ never: () => new Promise(() => {}) }) })
     expect(result).toEqual({ logs: [], error: { kind: 'timeout', message: 'wall-clock ceiling reached (300ms)' } })
     await short.dispose()
@@ -385,7 +385,7 @@ describe('calls', () => {
     // program's own CPU is ~110 ms (more on a busy machine), but the pump
     // spins its full 40 us per call waiting for each reply (320 ms in all);
     // charged, the run would exceed the budget.
-    const tight = await mount({ computeMs: 250, poolSize: 1 })
+    const tight = await mount({ computeMs: 250 })
     const result = await tight.run('let s = 0; for (let i = 0; i < 8000; i++) s += await tools.echo(i); return s', {
       bindings: tools({
         echo: async (i) => {
@@ -419,7 +419,7 @@ describe('calls', () => {
   })
 
   it('awaiting a slow binding is not charged to the compute budget', async () => {
-    const tight = await mount({ computeMs: 1000, poolSize: 1 })
+    const tight = await mount({ computeMs: 1000 })
     const result = await tight.run('return await tools.slow({})', {
       bindings: tools({ slow: () => new Promise((r) => setTimeout(() => r('late'), 1500)) }),
     })

@@ -112,7 +112,7 @@ function expectedLine(values: unknown[]): string {
 
 let m: Mounted
 beforeAll(async () => {
-  m = await mount({ poolSize: 2 })
+  m = await mount({})
 })
 afterAll(() => m.dispose())
 

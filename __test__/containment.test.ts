@@ -5,7 +5,7 @@ import { mount, tools, type Mounted } from './helpers.js'
 
 let m: Mounted
 beforeAll(async () => {
-  m = await mount({ poolSize: 2, computeMs: 500, maxWallMs: 10_000, maxOldGenerationSizeMb: 64, maxExternalMemoryMb: 64 })
+  m = await mount({ computeMs: 500, maxWallMs: 10_000, maxOldGenerationSizeMb: 64, maxExternalMemoryMb: 64 })
 })
 afterAll(() => m.dispose())
 
@@ -32,7 +32,7 @@ describe('compute budget', () => {
 
 describe('wall ceiling and abort', () => {
   it('a timer that never fires ends at the wall ceiling', async () => {
-    const short = await mount({ maxWallMs: 200, poolSize: 1 })
+    const short = await mount({ maxWallMs: 200 })
     expect(await short.run('await new Promise((r) => setTimeout(r, 100000))')).toEqual({
       logs: [],
       error: { kind: 'timeout', message: 'wall-clock ceiling reached (200ms)' },
@@ -83,7 +83,7 @@ describe('memory', () => {
     ['an object bomb', 'const a = []; for (let i = 0; ; i++) a.push({ i, s: "k" + i })'],
     ['a closure bomb', 'let f = () => 0; const a = []; for (let i = 0; ; i++) { const g = f; f = () => g() + i; a.push(f) }'],
   ])('%s ends as worker-exit naming the heap limit', async (_, program) => {
-    const result = await mount({ maxOldGenerationSizeMb: 32, computeMs: 20_000, poolSize: 1 }).then(async (small) => {
+    const result = await mount({ maxOldGenerationSizeMb: 32, computeMs: 20_000 }).then(async (small) => {
       const r = await small.run(program)
       expect((await small.run('return "next"')).value).toBe('next')
       await small.dispose()

@@ -34,7 +34,7 @@ describe('service shape', () => {
     [{ maxOutputBytes: 3 }, /safe integer of at least 4/],
     [{ maxOutputBytes: 10.5 }, /safe integer of at least 4/],
     [{ maxWallMs: 2147483648 }, /maxWallMs must be at most 2147483647/],
-    [{ poolSize: 1.5 }, /poolSize must be a whole number/],
+    [{ maxQueuedRuns: 1.5 }, /maxQueuedRuns must be a whole number/],
   ])('rejects config %o through ctx.plugin', async (config, message) => {
     const ctx = new Context()
     await expect(ctx.plugin(V8CodeRuntime, config as never)).rejects.toThrow(message)
@@ -49,7 +49,7 @@ describe('service shape', () => {
 describe('programs', () => {
   let m: Mounted
   beforeAll(async () => {
-    m = await mount({ poolSize: 2 })
+    m = await mount({})
   })
   afterAll(() => m.dispose())
 
@@ -207,7 +207,7 @@ describe('output ledger', () => {
     [7, "return '€'", { logs: [], value: '€' }],
     [11, "console.log('abc'); throw 'xy'", { logs: ['abc'], error: { kind: 'exception', message: 'xy' } }],
   ])('cap %i: %s', async (cap, program, expected) => {
-    const m = await mount({ maxOutputBytes: cap, poolSize: 1 })
+    const m = await mount({ maxOutputBytes: cap })
     const result = await m.run(program)
     if (expected.error?.kind === 'output-limit') {
       expect(result.error?.kind).toBe('output-limit')
@@ -220,17 +220,17 @@ describe('output ledger', () => {
   })
 
   it('cap 6 refuses "€"; cap 10 refuses an over-budget throw', async () => {
-    const six = await mount({ maxOutputBytes: 6, poolSize: 1 })
+    const six = await mount({ maxOutputBytes: 6 })
     expect((await six.run("return '€'")).error?.kind).toBe('output-limit')
     await six.dispose()
-    const ten = await mount({ maxOutputBytes: 10, poolSize: 1 })
+    const ten = await mount({ maxOutputBytes: 10 })
     expect((await ten.run("console.log('abc'); throw 'xy'")).error?.kind).toBe('output-limit')
     await ten.dispose()
   })
 
   it('the message is cut to fit and the total never exceeds the cap', async () => {
     for (const cap of [4, 5, 12, 33, 40, 64]) {
-      const m = await mount({ maxOutputBytes: cap, poolSize: 1 })
+      const m = await mount({ maxOutputBytes: cap })
       const result = await m.run("for (let i = 0; i < 50; i++) console.log('line ' + i + ' €😀')")
       expect(result.error?.kind).toBe('output-limit')
       const total = Buffer.byteLength(JSON.stringify(result.logs)) + Buffer.byteLength(JSON.stringify(result.error?.message))
@@ -242,7 +242,7 @@ describe('output ledger', () => {
   })
 
   it('the 64 MiB default boundary is exact', async () => {
-    const m = await mount({ poolSize: 1 })
+    const m = await mount({})
     const fits = await m.run('return "x".repeat(67108860)')
     expect(fits.error).toBeUndefined()
     expect((fits.value as string).length).toBe(67108860)
@@ -254,7 +254,7 @@ describe('output ledger', () => {
   })
 
   it('a pre-aborted run and a transpile failure go through the same ledger', async () => {
-    const m = await mount({ maxOutputBytes: 64, poolSize: 1 })
+    const m = await mount({ maxOutputBytes: 64 })
     const controller = new AbortController()
     controller.abort('r'.repeat(1000))
     expect(await m.runtime.run({ program: 'return 1', bindings: [], signal: controller.signal })).toEqual({
@@ -269,7 +269,7 @@ describe('output ledger', () => {
   })
 
   it('a giant Error message becomes output-limit, not a truncated value', async () => {
-    const m = await mount({ maxOutputBytes: 1000, poolSize: 1 })
+    const m = await mount({ maxOutputBytes: 1000 })
     expect((await m.run('throw new Error("x".repeat(50_000_000))')).error?.kind).toBe('output-limit')
     await m.dispose()
   })
@@ -277,7 +277,7 @@ describe('output ledger', () => {
   it('logs reach the host whole and in order across many turns (by count and by size)', async () => {
     // The host takes logs a chunk per event-loop turn (at most 65536
     // entries or 4 Mi UTF-16 units): both limits are crossed several times.
-    const m = await mount({ poolSize: 1 })
+    const m = await mount({})
     const many = await m.run('for (let i = 0; i < 200_000; i++) console.log(String(i)); return 1')
     expect(many.value).toBe(1)
     expect(many.logs).toEqual(Array.from({ length: 200_000 }, (_, i) => String(i)))
@@ -288,7 +288,7 @@ describe('output ledger', () => {
   })
 
   it('logs written before a failure are kept', async () => {
-    const m = await mount({ computeMs: 200, poolSize: 1 })
+    const m = await mount({ computeMs: 200 })
     const result = await m.run("console.log('one'); console.log('two'); for (;;) {}")
     expect(result).toEqual({ logs: ['one', 'two'], error: { kind: 'timeout', message: 'compute budget exhausted (200ms busy)' } })
     await m.dispose()
@@ -297,7 +297,7 @@ describe('output ledger', () => {
 
 describe('abort and disposal', () => {
   it('a pre-aborted signal resolves without compiling', async () => {
-    const m = await mount({ poolSize: 1 })
+    const m = await mount({})
     const controller = new AbortController()
     controller.abort(new Error('stop now'))
     expect(await m.runtime.run({ program: 'this is not even TypeScript', bindings: [], signal: controller.signal })).toEqual({
@@ -308,7 +308,7 @@ describe('abort and disposal', () => {
   })
 
   it('disposal aborts live runs, keeps their logs and rejects later runs', async () => {
-    const m = await mount({ poolSize: 2 })
+    const m = await mount({})
     const live = [
       m.run("console.log('spinning'); for (;;) {}"),
       m.run("console.log('waiting'); await new Promise((r) => setTimeout(r, 100000))"),
@@ -325,9 +325,9 @@ describe('abort and disposal', () => {
   it('a second provider in one context fails the way cordis fails it, leaking nothing', async () => {
     const threads = () => readdirSync('/proc/self/task').length
     const ctx = new Context()
-    const first = await ctx.plugin(V8CodeRuntime, { poolSize: 2 } as never)
+    const first = await ctx.plugin(V8CodeRuntime, {} as never)
     const before = threads()
-    await expect(ctx.plugin(V8CodeRuntime, { poolSize: 2 } as never)).rejects.toThrow(/service "codeRuntime" has been registered/)
+    await expect(ctx.plugin(V8CodeRuntime, {} as never)).rejects.toThrow(/service "codeRuntime" has been registered/)
     expect(threads()).toBe(before)
     expect(await ctx.codeRuntime.run({ program: 'return 1', bindings: [] })).toEqual({ logs: [], value: 1 })
     await first.dispose()

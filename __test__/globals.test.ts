@@ -8,7 +8,7 @@ import { mount, type Mounted } from './helpers.js'
 
 let m: Mounted
 beforeAll(async () => {
-  m = await mount({ poolSize: 2, maxWallMs: 10_000 })
+  m = await mount({ maxWallMs: 10_000 })
 })
 afterAll(() => m.dispose())
 

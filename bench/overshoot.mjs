@@ -6,7 +6,7 @@ import { Context } from '@deepseek-ai/cordis'
 import V8CodeRuntime from '../lib/index.js'
 
 const ctx = new Context()
-await ctx.plugin(V8CodeRuntime, { computeMs: 200, poolSize: 1 })
+await ctx.plugin(V8CodeRuntime, { computeMs: 200 })
 const over = []
 for (let i = 0; i < 30; i++) {
   const started = performance.now()

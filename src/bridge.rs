@@ -17,14 +17,14 @@
 //! call ([`HostSpin`]). See each for what it costs and why it is bounded.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
 use crate::control::lock;
-use crate::watchdog;
+use crate::budget;
 
 /// One call from a program to a host function.
 #[derive(Debug)]
@@ -52,6 +52,8 @@ pub struct Mailbox {
   /// leave a permit behind, and the next wait would burn a second spin.
   parked: AtomicBool,
   arrived: Notify,
+  /// Calls of this run the host has not answered yet (for `stats()`).
+  unanswered: AtomicUsize,
 }
 
 /// How long the pump spins for a reply before parking its thread. A host
@@ -84,7 +86,7 @@ impl Mailbox {
         return replies;
       }
       if spinning_helps() {
-        watchdog::uncharged(|| {
+        budget::uncharged(|| {
           let until = Instant::now() + SPIN_BEFORE_PARK;
           while !self.pending.load(Ordering::Acquire) && Instant::now() < until {
             std::hint::spin_loop();
@@ -199,8 +201,15 @@ impl Bridge {
     lock(&self.mailboxes).remove(&run_id);
   }
 
-  /// Queue a call for the host; returns its id.
-  pub fn call(&self, run_id: u32, namespace: u32, function: u32, args: String) -> u32 {
+  /// Runs with at least one call the host has not answered.
+  pub fn runs_waiting_on_host(&self) -> usize {
+    lock(&self.mailboxes).values().filter(|mailbox| mailbox.unanswered.load(Ordering::Relaxed) > 0).count()
+  }
+
+  /// Queue a call from the run whose mailbox is `mailbox` for the host;
+  /// returns its id.
+  pub fn call(&self, mailbox: &Mailbox, run_id: u32, namespace: u32, function: u32, args: String) -> u32 {
+    mailbox.unanswered.fetch_add(1, Ordering::Relaxed);
     let call_id = self.next_call.fetch_add(1, Ordering::Relaxed);
     let wake = {
       let mut outbox = lock(&self.outbox);
@@ -234,6 +243,8 @@ impl Bridge {
       for (run_id, call_id, reply) in replies {
         if let Some(mailbox) = mailboxes.get(&run_id) {
           lock(&mailbox.replies).push((call_id, reply));
+          // A reply to no call (a direct caller of reply()) must not wrap the count.
+          let _ = mailbox.unanswered.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
           if !touched.iter().any(|seen| Arc::ptr_eq(seen, mailbox)) {
             touched.push(mailbox.clone());
           }

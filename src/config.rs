@@ -15,10 +15,12 @@ pub struct RuntimeConfig {
   pub max_old_generation_size_mb: f64,
   /// Cap on ArrayBuffer memory outside the heap, in MiB.
   pub max_external_memory_mb: f64,
-  /// Number of isolate threads (runs in parallel).
-  pub pool_size: usize,
-  /// Runs that may wait for a free isolate before run() is refused.
+  /// Runs in flight at once (each with its own thread and isolate).
+  pub max_concurrent_runs: usize,
+  /// Runs that may wait for admission before run() is refused.
   pub max_queued_runs: usize,
+  /// Isolates kept prepared ahead of runs (each on an idle thread).
+  pub prepared_isolates: usize,
 }
 
 impl RuntimeConfig {
@@ -37,8 +39,15 @@ impl RuntimeConfig {
     if self.max_output_bytes < 4 {
       return Err("config.maxOutputBytes must be a safe integer of at least 4".into());
     }
-    if self.pool_size == 0 || self.max_queued_runs == 0 {
-      return Err("config.poolSize and config.maxQueuedRuns must be positive".into());
+    let counts = [
+      ("maxConcurrentRuns", self.max_concurrent_runs),
+      ("maxQueuedRuns", self.max_queued_runs),
+      ("preparedIsolates", self.prepared_isolates),
+    ];
+    for (key, value) in counts {
+      if value == 0 {
+        return Err(format!("config.{key} must be a positive whole number, got 0"));
+      }
     }
     Ok(())
   }

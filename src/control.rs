@@ -6,8 +6,8 @@
 //! included) and wakes the run's event loop, which may be parked waiting
 //! on a host call that termination alone would not interrupt.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use deno_core::v8;
 use tokio::sync::Notify;
@@ -40,15 +40,16 @@ pub struct RunControl {
   isolate: Mutex<Option<v8::IsolateHandle>>,
   /// Set once the program settled: later stop requests change nothing.
   settled: AtomicBool,
-  /// CPU time (ns) the run's thread spent waiting (spinning for a host
-  /// reply, parking); the watchdog does not charge it to the compute budget.
-  waiting_cpu_ns: AtomicU64,
   wake: Notify,
+  /// Told after every stop, on the stopping thread: the scheduler finishes
+  /// a run that was stopped while still queued at once.
+  on_stop: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl RunControl {
-  pub fn new() -> Self {
-    Self::default()
+  /// A switch that calls `on_stop` after it is thrown.
+  pub fn new(on_stop: Option<Arc<dyn Fn() + Send + Sync>>) -> Self {
+    RunControl { on_stop, ..Self::default() }
   }
 
   /// Stop the run for `reason` unless it already stopped or settled.
@@ -65,6 +66,9 @@ impl RunControl {
       isolate.terminate_execution();
     }
     self.wake.notify_one();
+    if let Some(on_stop) = &self.on_stop {
+      on_stop();
+    }
     true
   }
 
@@ -94,11 +98,6 @@ impl RunControl {
         isolate.terminate_execution();
       }
     }
-  }
-
-  /// CPU time spent waiting for the host, not charged to the budget.
-  pub fn waiting_cpu(&self) -> &AtomicU64 {
-    &self.waiting_cpu_ns
   }
 
   /// Resolves once the run has been stopped.

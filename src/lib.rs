@@ -6,14 +6,15 @@
 
 mod allocator;
 mod bridge;
+mod budget;
 mod config;
 mod control;
 mod isolate;
 pub mod ledger;
 mod platform;
-mod pool;
 mod run;
 mod sandbox_ext;
+mod scheduler;
 pub mod transpile;
 mod watchdog;
 
@@ -26,11 +27,12 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
 use crate::bridge::Bridge;
+use crate::budget::RunBudget;
 use crate::config::RuntimeConfig;
 use crate::control::{lock, RunControl, StopReason};
 use crate::ledger::{Completion, FailureKind, Logs, Output, OutputLedger};
-use crate::pool::{Pool, Submission};
 use crate::run::RunJob;
+use crate::scheduler::{Outcomes, Scheduler, SchedulerStats, Submission};
 
 /// The runtime's caps (`V8CodeRuntimeConfig`), validated by the TypeScript
 /// layer in the seam's order and again here. Defaults live in the schema.
@@ -50,10 +52,94 @@ pub struct NativeConfig {
   /// Cap on ArrayBuffer / typed-array memory outside the heap, in MiB.
   /// Default 512.
   pub max_external_memory_mb: f64,
-  /// Isolate threads, i.e. runs executing in parallel. Default: available cores.
-  pub pool_size: u32,
-  /// Runs that may wait for a free isolate before run() rejects. Default 10000.
+  /// Runs in flight at once, each with a thread and an isolate of its own
+  /// (waiting runs included: a run waiting on a tool costs memory, not
+  /// CPU). Beyond it runs queue. Default 4096.
+  pub max_concurrent_runs: u32,
+  /// Runs that may wait in the queue for admission; beyond it run()
+  /// rejects. Default 10000.
   pub max_queued_runs: u32,
+  /// Isolates kept prepared from the snapshot on idle threads, so that a
+  /// run arriving at an idle runtime starts at once. Default: available
+  /// cores.
+  pub prepared_isolates: u32,
+}
+
+/// Finished runs by outcome: `ok` for a completion, else the seam's
+/// failure kind.
+#[napi(object, object_from_js = false)]
+pub struct NativeOutcomes {
+  pub ok: f64,
+  pub exception: f64,
+  pub timeout: f64,
+  pub abort: f64,
+  pub worker_exit: f64,
+  pub invalid_output: f64,
+  pub output_limit: f64,
+}
+
+impl From<Outcomes> for NativeOutcomes {
+  fn from(outcomes: Outcomes) -> Self {
+    NativeOutcomes {
+      ok: outcomes.ok as f64,
+      exception: outcomes.exception as f64,
+      timeout: outcomes.timeout as f64,
+      abort: outcomes.abort as f64,
+      worker_exit: outcomes.worker_exit as f64,
+      invalid_output: outcomes.invalid_output as f64,
+      output_limit: outcomes.output_limit as f64,
+    }
+  }
+}
+
+/// A snapshot of the runtime for operators. The run counts are taken
+/// together: `inFlight === starting + computing + waiting`.
+#[napi(object, object_from_js = false)]
+pub struct NativeStats {
+  /// Runs submitted and waiting for admission.
+  pub queued: u32,
+  /// Runs admitted and not finished.
+  pub in_flight: u32,
+  /// In flight, waiting for a thread and an isolate.
+  pub starting: u32,
+  /// In flight, running (or runnable) on their thread.
+  pub computing: u32,
+  /// In flight, their thread parked on binding calls or timers.
+  pub waiting: u32,
+  /// Runs with at least one binding call the host has not answered.
+  pub waiting_on_host: u32,
+  /// Run threads alive (running a run, or idle with a prepared isolate).
+  pub threads: u32,
+  /// Idle threads holding a prepared isolate.
+  pub prepared_isolates: u32,
+  /// Finished runs by outcome, since the runtime started.
+  pub outcomes: NativeOutcomes,
+  /// run() calls refused because the queue was full.
+  pub refused: f64,
+  /// CPU time charged to programs (finished and in flight), in ms.
+  pub cpu_ms: f64,
+}
+
+fn count(value: usize) -> u32 {
+  u32::try_from(value).unwrap_or(u32::MAX)
+}
+
+impl NativeStats {
+  fn new(stats: SchedulerStats, waiting_on_host: usize) -> Self {
+    NativeStats {
+      queued: count(stats.queued),
+      in_flight: count(stats.in_flight),
+      starting: count(stats.starting),
+      computing: count(stats.computing),
+      waiting: count(stats.waiting),
+      waiting_on_host: count(waiting_on_host),
+      threads: count(stats.threads),
+      prepared_isolates: count(stats.prepared_isolates),
+      outcomes: stats.outcomes.into(),
+      refused: stats.refused as f64,
+      cpu_ms: stats.cpu.as_secs_f64() * 1000.0,
+    }
+  }
 }
 
 /// The program-to-host calls of one wake-up, handed to `onCalls(ids, args)`:
@@ -174,11 +260,14 @@ struct NamespaceDescriptor {
 type HostWake = ThreadsafeFunction<(), Unknown<'static>, FnArgs<(HostCallIds, Vec<String>)>, Status, false, true>;
 
 struct Core {
-  pool: Pool,
+  scheduler: Scheduler,
   bridge: Arc<Bridge>,
   live: Mutex<HashMap<u32, Arc<RunControl>>>,
   disposed: AtomicBool,
   max_output_bytes: u64,
+  /// `computeMs` and `maxWallMs`, as every run's budget takes them.
+  compute: std::time::Duration,
+  wall: std::time::Duration,
 }
 
 impl Core {
@@ -189,11 +278,12 @@ impl Core {
     for control in live {
       control.stop(reason.clone());
     }
-    self.pool.shutdown();
+    self.scheduler.shutdown();
   }
 }
 
-/// A pool of V8 isolates that runs programs (one `V8CodeRuntime`).
+/// Runs programs in V8 isolates, each on a thread of its own while in
+/// flight (one `V8CodeRuntime`).
 #[napi]
 pub struct NativeRuntime {
   core: Arc<Core>,
@@ -203,7 +293,7 @@ type Resolver<T> = Box<dyn FnOnce(Env) -> Result<T> + Send>;
 
 #[napi]
 impl NativeRuntime {
-  /// Start the pool. `onCalls(ids, args)` receives each batch of host calls
+  /// Start the runtime. `onCalls(ids, args)` receives each batch of host calls
   /// (layout: [`HostCallIds`]) and answers them through `reply()`.
   #[napi(constructor)]
   pub fn new(
@@ -224,8 +314,9 @@ impl NativeRuntime {
       },
       max_old_generation_size_mb: config.max_old_generation_size_mb,
       max_external_memory_mb: config.max_external_memory_mb,
-      pool_size: config.pool_size as usize,
+      max_concurrent_runs: config.max_concurrent_runs as usize,
       max_queued_runs: config.max_queued_runs as usize,
+      prepared_isolates: config.prepared_isolates as usize,
     };
     config.validate().map_err(|message| Error::new(Status::InvalidArg, message))?;
     platform::ensure_initialized();
@@ -240,18 +331,28 @@ impl NativeRuntime {
       wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
     }));
     let max_output_bytes = config.max_output_bytes;
-    let pool = Pool::start(config, bridge.clone())
-      .map_err(|error| Error::new(Status::GenericFailure, format!("starting the isolate pool failed: {error}")))?;
-    let core =
-      Arc::new(Core { pool, bridge, live: Mutex::default(), disposed: AtomicBool::new(false), max_output_bytes });
-    // At environment teardown (process exit, worker exit) stop and join the
-    // pool: no isolate thread may outlive the environment that owns it.
+    let compute = std::time::Duration::from_secs_f64(config.compute_ms / 1000.0);
+    let wall = std::time::Duration::from_secs_f64(config.max_wall_ms / 1000.0);
+    let scheduler = Scheduler::start(config, bridge.clone())
+      .map_err(|error| Error::new(Status::GenericFailure, format!("starting the scheduler failed: {error}")))?;
+    let core = Arc::new(Core {
+      scheduler,
+      bridge,
+      live: Mutex::default(),
+      disposed: AtomicBool::new(false),
+      max_output_bytes,
+      compute,
+      wall,
+    });
+    // At environment teardown (process exit, worker exit) stop and join
+    // every thread: no isolate thread may outlive the environment that owns it.
     env.add_env_cleanup_hook(core.clone(), |core| core.shutdown(StopReason::Disposed))?;
     Ok(NativeRuntime { core })
   }
 
   /// Run one program. Resolves with the run's result; rejects only when the
-  /// runtime is disposed or the queue is full.
+  /// runtime is disposed or the queue is full (`maxQueuedRuns` runs wait
+  /// for admission behind `maxConcurrentRuns` in flight).
   #[napi(ts_return_type = "Promise<NativeRunResult>")]
   pub fn run<'env>(&self, env: &'env Env, run_id: u32, program: String, bindings_json: String) -> Result<Object<'env>> {
     if self.core.disposed.load(Ordering::SeqCst) {
@@ -261,11 +362,13 @@ impl NativeRuntime {
       .map_err(|error| Error::new(Status::InvalidArg, format!("invalid bindings descriptor: {error}")))?;
     let function_counts = descriptor.namespaces.iter().map(|ns| ns.functions.len() as u32).collect();
     let (deferred, promise) = env.create_deferred::<NativeRunResult, Resolver<NativeRunResult>>()?;
-    let control = Arc::new(RunControl::new());
-    lock(&self.core.live).insert(run_id, control.clone());
+    let scheduler = &self.core.scheduler;
+    let control = Arc::new(RunControl::new(Some(scheduler.stop_listener())));
+    let budget = Arc::new(RunBudget::new(control.clone(), self.core.compute, self.core.wall, scheduler.observer()));
+    lock(&self.core.live).insert(run_id, control);
     let core = Arc::downgrade(&self.core);
     let submission = Submission {
-      job: RunJob { run_id, program, bindings_json, function_counts, control },
+      job: RunJob { run_id, program, bindings_json, function_counts, budget },
       deliver: Box::new(move |output| {
         if let Some(core) = core.upgrade() {
           lock(&core.live).remove(&run_id);
@@ -274,7 +377,7 @@ impl NativeRuntime {
         deferred.resolve(Box::new(move |_env| Ok(result)));
       }),
     };
-    if let Err(refused) = self.core.pool.submit(submission) {
+    if let Err(refused) = self.core.scheduler.submit(submission) {
       lock(&self.core.live).remove(&run_id);
       let reason = if self.core.disposed.load(Ordering::SeqCst) {
         "run() after disposal"
@@ -333,7 +436,15 @@ impl NativeRuntime {
       "exception" => FailureKind::Exception,
       _ => return Err(Error::new(Status::InvalidArg, format!("unknown failure kind {kind}"))),
     };
-    Ok(OutputLedger::new(self.core.max_output_bytes).finish_failure(kind, message.to_vec()).into())
+    let output = OutputLedger::new(self.core.max_output_bytes).finish_failure(kind, message.to_vec());
+    self.core.scheduler.count_outcome(&output.completion);
+    Ok(output.into())
+  }
+
+  /// What the runtime is doing now, and what it has done (NativeStats).
+  #[napi]
+  pub fn stats(&self) -> NativeStats {
+    NativeStats::new(self.core.scheduler.stats(), self.core.bridge.runs_waiting_on_host())
   }
 
   /// Dispose: live runs resolve `abort: runtime disposed`, every isolate

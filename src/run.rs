@@ -1,4 +1,4 @@
-//! The lifecycle of one run on a pool thread: transpile, attach the run to
+//! The lifecycle of one run on its thread: transpile, attach the run to
 //! a prepared isolate, start the program, drive its event loop until it
 //! settles or is stopped, and turn what happened into the run's output
 //! through the ledger.
@@ -6,20 +6,20 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use deno_core::{v8, PollEventLoopOptions};
 
 use crate::bridge::{Bridge, Mailbox};
+use crate::budget::RunBudget;
 use crate::config::RuntimeConfig;
 use crate::control::{RunControl, StopReason};
 use crate::isolate::PreparedIsolate;
 use crate::ledger::{FailureKind, Output, OutputLedger};
 use crate::sandbox_ext::{HostSlot, RepliesFuture, ReplyBatch, SandboxHost, Settlement};
 use crate::transpile::{strip_types, PROGRAM_NAME};
-use crate::watchdog::{self, CpuClock, Watchdog};
 
-/// One run, as the pool receives it.
+/// One run, as the scheduler receives it.
 pub struct RunJob {
   pub run_id: u32,
   pub program: String,
@@ -27,15 +27,14 @@ pub struct RunJob {
   pub bindings_json: String,
   /// How many functions each namespace has (calls are checked against it).
   pub function_counts: Vec<u32>,
-  pub control: Arc<RunControl>,
+  /// Its budget, which holds its stop switch.
+  pub budget: Arc<RunBudget>,
 }
 
-/// What the pool thread shares with every run it executes.
+/// What a run thread shares with every run it executes.
 pub struct RunContext<'a> {
   pub config: &'a RuntimeConfig,
   pub bridge: &'a Arc<Bridge>,
-  pub watchdog: &'a Watchdog,
-  pub clock: Option<CpuClock>,
 }
 
 fn utf16(text: &str) -> Vec<u16> {
@@ -72,7 +71,7 @@ impl SandboxHost for RunHost {
     if !known {
       return Err("unknown binding".to_owned());
     }
-    Ok(self.bridge.call(self.run_id, namespace, function, args))
+    Ok(self.bridge.call(&self.mailbox, self.run_id, namespace, function, args))
   }
 
   fn replies(&self) -> RepliesFuture {
@@ -141,7 +140,7 @@ fn stop_failure(reason: &StopReason, config: &RuntimeConfig) -> (FailureKind, Ve
 }
 
 /// Finish a run that was stopped, through the ledger.
-fn finish_stopped(ledger: OutputLedger, reason: &StopReason, config: &RuntimeConfig) -> Output {
+pub fn finish_stopped(ledger: OutputLedger, reason: &StopReason, config: &RuntimeConfig) -> Output {
   match stop_failure(reason, config) {
     (FailureKind::OutputLimit, _) => ledger.finish_output_limit(),
     (kind, message) => ledger.finish_failure(kind, message),
@@ -149,7 +148,7 @@ fn finish_stopped(ledger: OutputLedger, reason: &StopReason, config: &RuntimeCon
 }
 
 /// An isolate that has run a program. It is never reused, terminated or
-/// not; the pool thread disposes of it after delivering the result, so that
+/// not; the run thread disposes of it after delivering the result, so that
 /// isolate teardown is off the run's critical path.
 pub struct SpentIsolate(#[allow(dead_code, reason = "held only to be dropped after delivery")] PreparedIsolate);
 
@@ -162,7 +161,7 @@ pub async fn execute(isolate: PreparedIsolate, job: &RunJob, context: &RunContex
 
 async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunContext<'_>) -> Output {
   let config = context.config;
-  let control = &job.control;
+  let control = job.budget.control();
   let ledger = OutputLedger::new(config.max_output_bytes);
   if let Some(reason) = control.reason() {
     return finish_stopped(ledger, &reason, config);
@@ -194,10 +193,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
       current.saturating_mul(2)
     });
   }
-  if let Some(clock) = context.clock {
-    context.watchdog.meter_cpu(control, clock, Duration::from_secs_f64(config.compute_ms / 1000.0));
-    watchdog::credit_waiting_to(Some((control.clone(), clock)));
-  }
+  let metering = job.budget.meter_this_thread();
 
   let loop_error = match start_program(isolate, &code, &job.bindings_json) {
     Err(message) => Some(message),
@@ -214,8 +210,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
     }
   };
 
-  context.watchdog.forget(control);
-  watchdog::credit_waiting_to(None);
+  drop(metering);
   context.bridge.close(job.run_id);
   control.attach_isolate(None);
   isolate.external_memory.attach(None);

@@ -25,15 +25,38 @@ export const Config: z<V8CodeRuntimeConfig> = z.object({
   maxOutputBytes: z.number().default(67_108_864).description('exact JSON byte cap over logs + value/message'),
   maxOldGenerationSizeMb: z.number().default(512).description('heap cap of a program isolate (MiB)'),
   maxExternalMemoryMb: z.number().default(512).description('ArrayBuffer memory cap outside the heap (MiB)'),
-  poolSize: z.number().default(Math.max(1, os.availableParallelism())).description('isolate threads'),
-  maxQueuedRuns: z.number().default(10_000).description('runs that may wait for an isolate'),
+  maxConcurrentRuns: z.number().default(4096).description('runs in flight at once, waiting ones included'),
+  maxQueuedRuns: z.number().default(10_000).description('runs that may wait for admission'),
+  preparedIsolates: z.number().default(Math.max(1, os.availableParallelism())).description('isolates kept prepared'),
 }) as z<V8CodeRuntimeConfig>
+
+/**
+ * Keys this backend no longer takes, with what replaced them. A retired key
+ * is refused, not ignored: a config that relied on it must be revisited.
+ */
+const RETIRED: Record<string, string> = {
+  poolSize:
+    'runs no longer hold a fixed pool of threads (a run waiting on a tool holds no CPU); ' +
+    'use config.maxConcurrentRuns for runs in flight and config.preparedIsolates for isolates kept ready',
+}
+
+/**
+ * Refuse retired keys (the schema passes unknown keys through).
+ * @param config - the config as the user wrote it.
+ */
+function refuseRetiredKeys(config: unknown): void {
+  if (typeof config !== 'object' || config === null) return
+  for (const [key, instead] of Object.entries(RETIRED)) {
+    if (Object.hasOwn(config, key)) throw new Error(`${PACKAGE}: config.${key} is retired: ${instead}`)
+  }
+}
 
 /**
  * Check a config in the seam's order, throwing with the seam's messages.
  * @param config - the schema-filled config.
  */
 export function validateConfig(config: V8CodeRuntimeConfig): void {
+  refuseRetiredKeys(config)
   for (const [key, value] of Object.entries(config)) {
     if (!(typeof value === 'number' && Number.isFinite(value) && value > 0)) {
       throw new Error(`${PACKAGE}: config.${key} must be a positive number, got ${String(value)}`)
@@ -47,7 +70,7 @@ export function validateConfig(config: V8CodeRuntimeConfig): void {
   if (config.maxWallMs > MAX_WALL_MS) {
     throw new Error(`${PACKAGE}: config.maxWallMs must be at most ${MAX_WALL_MS}, got ${String(config.maxWallMs)}`)
   }
-  for (const key of ['poolSize', 'maxQueuedRuns'] as const) {
+  for (const key of ['maxConcurrentRuns', 'maxQueuedRuns', 'preparedIsolates'] as const) {
     if (!Number.isSafeInteger(config[key]) || config[key] > 0xffff_ffff) {
       throw new Error(`${PACKAGE}: config.${key} must be a whole number, got ${String(config[key])}`)
     }

@@ -14,12 +14,14 @@
  */
 import type { Context } from '@deepseek-ai/cordis'
 import { CodeRuntime, type CodeRunFailure, type CodeRunRequest, type CodeRunResult } from '@deepseek-ai/dsh-code-runtime'
-import { NativeRuntime, type NativeLogs, type NativeRunResult } from '../index.js'
+import { NativeRuntime, type NativeLogs, type NativeRunResult, type NativeStats } from '../index.js'
 import { resolveBindings } from './bindings.js'
 import { Config, validateConfig, type V8CodeRuntimeConfig } from './config.js'
 import { HostCalls } from './host-calls.js'
 
 export type { V8CodeRuntimeConfig } from './config.js'
+/** What `stats()` reports: the addon's `NativeStats` (documented there). */
+export type V8CodeRuntimeStats = NativeStats
 
 const PACKAGE = 'dsh-code-runtime-v8'
 
@@ -88,6 +90,17 @@ export class V8CodeRuntime extends CodeRuntime {
   private async teardown(): Promise<void> {
     this.disposed = true
     await this.native.dispose()
+  }
+
+  /**
+   * What the runtime is doing now (runs queued, in flight, computing,
+   * waiting, waiting on the host; threads; prepared isolates) and what it
+   * has done (finished runs by outcome, refused runs, CPU charged to
+   * programs). The run counts are one snapshot:
+   * `inFlight === starting + computing + waiting`.
+   */
+  stats(): V8CodeRuntimeStats {
+    return this.native.stats()
   }
 
   /**

@@ -1,0 +1,647 @@
+//! The scheduler: which runs are in flight, and the threads they run on.
+//!
+//! Every run in flight has an OS thread of its own (with a current-thread
+//! tokio runtime and a fresh isolate), so a run that waits on the host or a
+//! timer is a thread parked in the kernel: it costs memory, never CPU, and
+//! never keeps another run from starting or progressing. CPU-bound runs
+//! share the cores through the kernel's scheduler, and each run's CPU
+//! budget is its own thread's CPU clock (see `budget.rs`), so sharing a core
+//! never charges one run for another's work.
+//!
+//! Admission. A submitted run waits in a bounded FIFO queue until it may
+//! start: fewer than `maxConcurrentRuns` runs are in flight, and fewer than
+//! [`compute_slots`] of them are *busy*, i.e. computing and for less than
+//! [`ADMISSION_QUANTUM`] without a pause. So a burst of short runs costs
+//! what it did with a fixed pool (about one isolate per core at a time),
+//! while a run that starts to wait hands its slot on at once and a run that
+//! computes on and on hands it on after one quantum: neither waiting runs
+//! nor long computations hold up the queue.
+//!
+//! Threads. Threads are made for admitted runs and retire when they find
+//! nothing to do, except `preparedIsolates` of them, which stay with an
+//! isolate prepared from the snapshot so that a run arriving at an idle
+//! runtime starts at once. The reserve does not grow with concurrency.
+//!
+//! Who does what: `submit` (Node's thread) queues and admits; a run's own
+//! thread admits the next runs when it ends; the scheduler thread
+//! ([`schedule_loop`]) makes threads, admits runs when a quantum runs out or
+//! a run starts to wait, finishes runs stopped while queued (abort, wall
+//! ceiling, disposal) at once, and joins retired threads.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::bridge::Bridge;
+use crate::budget::{self, Phase, PhaseObserver, RunBudget};
+use crate::config::RuntimeConfig;
+use crate::control::lock;
+use crate::isolate::PreparedIsolate;
+use crate::ledger::{Completion, FailureKind, Output, OutputLedger};
+use crate::run::{execute, finish_stopped, RunContext, RunJob};
+use crate::watchdog::Watchdog;
+
+/// How long a run may compute without a pause (a wait on the host or a
+/// timer) before it stops counting against the compute slots, letting the
+/// next queued run start beside it. Long enough that a burst of ordinary
+/// short runs is admitted about one per core, short enough that a queued
+/// run behind CPU-bound ones starts within a scheduling quantum.
+pub const ADMISSION_QUANTUM: Duration = Duration::from_millis(10);
+
+/// How many runs may be busy (see the module doc) before admission waits:
+/// the cores this process may use.
+pub fn compute_slots() -> usize {
+  static SLOTS: OnceLock<usize> = OnceLock::new();
+  *SLOTS.get_or_init(|| std::thread::available_parallelism().map_or(1, |cores| cores.get()))
+}
+
+/// A run's thread's stack: well above V8's own stack limit (~1 MiB), so
+/// deep recursion ends in a RangeError, never in a guard-page fault. Only
+/// the pages a run touches are resident.
+const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
+
+/// A job plus what to do with its output (called on whichever thread
+/// finishes the run, after the run's accounting is done).
+pub struct Submission {
+  pub job: RunJob,
+  pub deliver: Box<dyn FnOnce(Output) + Send>,
+}
+
+/// Finished runs by outcome (the seam's kinds, `ok` for a completion).
+#[derive(Default, Clone, Copy)]
+pub struct Outcomes {
+  pub ok: u64,
+  pub exception: u64,
+  pub timeout: u64,
+  pub abort: u64,
+  pub worker_exit: u64,
+  pub invalid_output: u64,
+  pub output_limit: u64,
+}
+
+impl Outcomes {
+  pub fn count(&mut self, completion: &Completion) {
+    let counter = match completion {
+      Completion::Value(_) | Completion::NoValue => &mut self.ok,
+      Completion::Failure { kind, .. } => match kind {
+        FailureKind::Exception => &mut self.exception,
+        FailureKind::Timeout => &mut self.timeout,
+        FailureKind::Abort => &mut self.abort,
+        FailureKind::WorkerExit => &mut self.worker_exit,
+        FailureKind::InvalidOutput => &mut self.invalid_output,
+        FailureKind::OutputLimit => &mut self.output_limit,
+      },
+    };
+    *counter += 1;
+  }
+}
+
+/// What the scheduler reports to operators (`stats()`); the run counts
+/// are taken together, under one lock, so they add up:
+/// `in_flight == starting + computing + waiting`.
+pub struct SchedulerStats {
+  /// Submitted, waiting for admission.
+  pub queued: usize,
+  /// Admitted and not finished.
+  pub in_flight: usize,
+  /// In flight, waiting for a thread and an isolate.
+  pub starting: usize,
+  /// In flight, running (or ready to run) on their thread.
+  pub computing: usize,
+  /// In flight, parked on binding calls or timers.
+  pub waiting: usize,
+  /// Run threads (with a run, or holding a prepared isolate).
+  pub threads: usize,
+  /// Threads idle with a prepared isolate.
+  pub prepared_isolates: usize,
+  pub outcomes: Outcomes,
+  /// `run()` calls refused because the queue was full.
+  pub refused: u64,
+  /// CPU charged to programs, finished and in flight.
+  pub cpu: Duration,
+}
+
+struct State {
+  /// Submitted runs waiting for admission.
+  queue: VecDeque<Submission>,
+  /// Admitted runs waiting for a thread.
+  ready: VecDeque<Submission>,
+  /// Every admitted, unfinished run, by run id.
+  in_flight: HashMap<u32, Arc<RunBudget>>,
+  /// Threads idle with a prepared isolate, waiting for a ready run.
+  idle: usize,
+  /// Threads preparing an isolate, which will then take a ready run.
+  preparing: usize,
+  /// Run threads alive.
+  threads: usize,
+  /// Threads that retired and wait to be joined.
+  retired: Vec<usize>,
+  next_thread: usize,
+  /// Since when the reserve of prepared isolates has been short.
+  reserve_short_since: Option<Instant>,
+  shutdown: bool,
+  outcomes: Outcomes,
+  refused: u64,
+  finished_cpu: Duration,
+}
+
+/// Counts runs computing, from their budgets' phase changes; when one stops
+/// computing while runs are queued, the scheduler thread is told.
+#[derive(Default)]
+struct Occupancy {
+  computing: AtomicUsize,
+  /// Mirrors `state.queue.len()`, read without the lock.
+  queued: AtomicUsize,
+  /// A run was stopped: look for stopped runs in the queue. An atomic,
+  /// not state: stops come from threads holding other locks (the watchdog's).
+  reap: AtomicBool,
+  doorbell: Doorbell,
+}
+
+impl PhaseObserver for Occupancy {
+  fn started_computing(&self) {
+    self.computing.fetch_add(1, Ordering::AcqRel);
+  }
+
+  fn stopped_computing(&self) {
+    self.computing.fetch_sub(1, Ordering::AcqRel);
+    if self.queued.load(Ordering::Acquire) > 0 {
+      self.doorbell.ring();
+    }
+  }
+}
+
+/// Wakes the scheduler thread. A separate lock from the state's: rung from
+/// park hooks, which must never wait behind a long state operation.
+#[derive(Default)]
+struct Doorbell {
+  rung: Mutex<bool>,
+  bell: Condvar,
+}
+
+impl Doorbell {
+  fn ring(&self) {
+    *lock(&self.rung) = true;
+    self.bell.notify_one();
+  }
+
+  /// Wait until rung or `timeout` passed; clears the bell.
+  fn wait(&self, timeout: Option<Duration>) {
+    let mut rung = lock(&self.rung);
+    if !*rung {
+      rung = match timeout {
+        Some(timeout) => self.bell.wait_timeout(rung, timeout).map_or_else(|p| p.into_inner().0, |(g, _)| g),
+        None => self.bell.wait(rung).unwrap_or_else(std::sync::PoisonError::into_inner),
+      };
+    }
+    *rung = false;
+  }
+}
+
+struct Shared {
+  state: Mutex<State>,
+  /// Signalled when a ready run waits for a thread, or at shutdown.
+  work: Condvar,
+  occupancy: Arc<Occupancy>,
+  handles: Mutex<HashMap<usize, JoinHandle<()>>>,
+  config: RuntimeConfig,
+  bridge: Arc<Bridge>,
+  watchdog: Watchdog,
+}
+
+/// The scheduler of one runtime.
+pub struct Scheduler {
+  shared: Arc<Shared>,
+  thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Scheduler {
+  pub fn start(config: RuntimeConfig, bridge: Arc<Bridge>) -> std::io::Result<Scheduler> {
+    let shared = Arc::new(Shared {
+      state: Mutex::new(State {
+        queue: VecDeque::new(),
+        ready: VecDeque::new(),
+        in_flight: HashMap::new(),
+        idle: 0,
+        preparing: 0,
+        threads: 0,
+        retired: Vec::new(),
+        next_thread: 0,
+        reserve_short_since: None,
+        shutdown: false,
+        outcomes: Outcomes::default(),
+        refused: 0,
+        finished_cpu: Duration::ZERO,
+      }),
+      work: Condvar::new(),
+      occupancy: Arc::default(),
+      handles: Mutex::default(),
+      watchdog: Watchdog::start()?,
+      config,
+      bridge,
+    });
+    let thread = std::thread::Builder::new().name("dsh-v8-scheduler".into()).spawn({
+      let shared = shared.clone();
+      move || schedule_loop(&shared)
+    });
+    match thread {
+      Ok(thread) => {
+        // The reserve, prepared from the start.
+        let reserve = shared.config.prepared_isolates;
+        let ids = shared.plan_threads(&mut lock(&shared.state), reserve);
+        for id in ids {
+          spawn_run_thread(&shared, id);
+        }
+        Ok(Scheduler { shared, thread: Mutex::new(Some(thread)) })
+      }
+      Err(error) => {
+        shared.watchdog.shutdown();
+        Err(error)
+      }
+    }
+  }
+
+  /// The phase observer every run's budget reports to.
+  pub fn observer(&self) -> Arc<dyn PhaseObserver> {
+    self.shared.occupancy.clone()
+  }
+
+  /// What a run's stop switch calls after every stop: a run stopped while
+  /// queued is finished at once by the scheduler thread.
+  pub fn stop_listener(&self) -> Arc<dyn Fn() + Send + Sync> {
+    let shared = Arc::downgrade(&self.shared);
+    Arc::new(move || {
+      if let Some(shared) = shared.upgrade() {
+        if shared.occupancy.queued.load(Ordering::Acquire) > 0 {
+          shared.occupancy.reap.store(true, Ordering::Release);
+          shared.occupancy.doorbell.ring();
+        }
+      }
+    })
+  }
+
+  /// Queue a run (admitting it at once when it may start). Refused (handed
+  /// back) when the queue is full or the scheduler is shutting down.
+  pub fn submit(&self, submission: Submission) -> Result<(), Submission> {
+    let shared = &self.shared;
+    let mut state = lock(&shared.state);
+    if state.shutdown {
+      return Err(submission);
+    }
+    if state.queue.len() >= shared.config.max_queued_runs {
+      state.refused += 1;
+      return Err(submission);
+    }
+    shared.watchdog.watch(submission.job.budget.clone());
+    state.queue.push_back(submission);
+    shared.admit(&mut state);
+    Ok(())
+  }
+
+  /// A run refused before submission (a pre-aborted signal) still counts.
+  pub fn count_outcome(&self, completion: &Completion) {
+    lock(&self.shared.state).outcomes.count(completion);
+  }
+
+  pub fn stats(&self) -> SchedulerStats {
+    let state = lock(&self.shared.state);
+    let starting = state.ready.len();
+    let (mut computing, mut waiting, mut cpu) = (0, 0, state.finished_cpu);
+    for budget in state.in_flight.values() {
+      match budget.phase() {
+        Phase::Waiting => waiting += 1,
+        _ => computing += 1,
+      }
+      cpu += budget.cpu_used();
+    }
+    SchedulerStats {
+      queued: state.queue.len(),
+      in_flight: state.in_flight.len(),
+      starting,
+      computing: computing - starting,
+      waiting,
+      threads: state.threads,
+      prepared_isolates: state.idle,
+      outcomes: state.outcomes,
+      refused: state.refused,
+      cpu,
+    }
+  }
+
+  /// Stop taking runs; queued runs finish as stopped (the caller stopped
+  /// them), in-flight runs finish on their threads; join every thread.
+  pub fn shutdown(&self) {
+    lock(&self.shared.state).shutdown = true;
+    self.shared.work.notify_all();
+    self.shared.occupancy.doorbell.ring();
+    if let Some(thread) = lock(&self.thread).take() {
+      let _ = thread.join();
+    }
+    let handles: Vec<_> = lock(&self.shared.handles).drain().map(|(_, handle)| handle).collect();
+    for handle in handles {
+      let _ = handle.join();
+    }
+    self.shared.watchdog.shutdown();
+  }
+}
+
+impl Shared {
+  /// Runs currently busy (computing for less than a quantum), and how long
+  /// until the first of them stops counting.
+  fn busy(state: &State) -> (usize, Option<Duration>) {
+    let mut busy = 0;
+    let mut next = None::<Duration>;
+    for budget in state.in_flight.values() {
+      if let Some(for_how_long) = budget.computing_for() {
+        if let Some(left) = ADMISSION_QUANTUM.checked_sub(for_how_long).filter(|left| !left.is_zero()) {
+          busy += 1;
+          next = Some(next.map_or(left, |next| next.min(left)));
+        }
+      }
+    }
+    (busy, next)
+  }
+
+  /// Admit queued runs while they may start (see the module doc). Returns
+  /// when the scheduler should look again if runs are still queued only
+  /// because every slot is busy.
+  fn admit(&self, state: &mut State) -> Option<Duration> {
+    let mut busy: Option<(usize, Option<Duration>)> = None;
+    let mut admitted = 0;
+    let mut recheck = None;
+    while !state.queue.is_empty() && state.in_flight.len() < self.config.max_concurrent_runs {
+      if self.occupancy.computing.load(Ordering::Acquire) >= compute_slots() {
+        let (count, next) = busy.get_or_insert_with(|| Shared::busy(state));
+        if *count >= compute_slots() {
+          recheck = *next;
+          break;
+        }
+        *count += 1;
+      }
+      let Some(submission) = state.queue.pop_front() else { break };
+      submission.job.budget.admit();
+      state.in_flight.insert(submission.job.run_id, submission.job.budget.clone());
+      state.ready.push_back(submission);
+      admitted += 1;
+    }
+    self.occupancy.queued.store(state.queue.len(), Ordering::Release);
+    if admitted > 0 {
+      for _ in 0..admitted.min(state.idle) {
+        self.work.notify_one();
+      }
+      if state.ready.len() > state.idle + state.preparing {
+        self.occupancy.doorbell.ring();
+      }
+    }
+    recheck
+  }
+
+  /// Account for a finished run and deliver its output. The accounting
+  /// comes first, so a caller who sees the result sees it counted.
+  fn finish(&self, submission: Submission, output: Output, state: &mut MutexGuard<'_, State>) -> Delivery {
+    let budget = &submission.job.budget;
+    state.in_flight.remove(&submission.job.run_id);
+    state.outcomes.count(&output.completion);
+    state.finished_cpu += budget.cpu_used();
+    budget.end();
+    self.watchdog.forget(budget);
+    Delivery { deliver: submission.deliver, output }
+  }
+
+  /// Take stopped runs out of the queue.
+  fn reap(&self, state: &mut MutexGuard<'_, State>) -> Vec<Delivery> {
+    let mut stopped = Vec::new();
+    let mut kept = VecDeque::with_capacity(state.queue.len());
+    while let Some(submission) = state.queue.pop_front() {
+      match submission.job.budget.control().reason() {
+        Some(reason) => {
+          let output = finish_stopped(OutputLedger::new(self.config.max_output_bytes), &reason, &self.config);
+          stopped.push(self.finish(submission, output, state));
+        }
+        None => kept.push_back(submission),
+      }
+    }
+    state.queue = kept;
+    self.occupancy.queued.store(state.queue.len(), Ordering::Release);
+    stopped
+  }
+
+  /// A thread about to look for work (the one calling, having prepared its
+  /// isolate): take a ready run, or wait for one as part of the reserve, or
+  /// retire (None).
+  fn take_ready(&self) -> Option<Submission> {
+    let mut state = lock(&self.state);
+    state.preparing -= 1;
+    loop {
+      if let Some(submission) = state.ready.pop_front() {
+        if state.idle + state.preparing < self.config.prepared_isolates {
+          // The reserve is short: the scheduler tops it up if it stays so.
+          self.occupancy.doorbell.ring();
+        }
+        return Some(submission);
+      }
+      if state.shutdown || state.idle >= self.config.prepared_isolates {
+        return None;
+      }
+      state.idle += 1;
+      state = self.work.wait(state).unwrap_or_else(std::sync::PoisonError::into_inner);
+      state.idle -= 1;
+    }
+  }
+
+  /// A thread finished a run: account for it, admit what may start now and
+  /// say whether the thread should prepare another isolate (for a ready run
+  /// or the reserve) rather than retire.
+  fn run_ended(&self, submission: Submission, output: Output) -> (Delivery, bool) {
+    let mut state = lock(&self.state);
+    let delivery = self.finish(submission, output, &mut state);
+    // Decided before admitting, so that admission counts this thread as
+    // coming for the next ready run instead of asking for a new one.
+    let coming = state.idle + state.preparing;
+    let work_ahead = state.ready.len() + usize::from(!state.queue.is_empty());
+    let wanted = work_ahead > coming || (!state.shutdown && coming < self.config.prepared_isolates);
+    if wanted {
+      state.preparing += 1;
+    }
+    self.admit(&mut state);
+    (delivery, wanted)
+  }
+
+  /// Count `count` new threads as alive and preparing; returns their ids
+  /// (the caller spawns them, outside the lock).
+  fn plan_threads(&self, state: &mut State, count: usize) -> Vec<usize> {
+    let ids: Vec<usize> = (state.next_thread..state.next_thread + count).collect();
+    state.next_thread += count;
+    state.preparing += count;
+    state.threads += count;
+    ids
+  }
+
+  fn retire(&self, thread: usize) {
+    let mut state = lock(&self.state);
+    state.threads -= 1;
+    state.retired.push(thread);
+    drop(state);
+    self.occupancy.doorbell.ring();
+  }
+}
+
+/// An output on its way to the caller: delivered outside every lock.
+struct Delivery {
+  deliver: Box<dyn FnOnce(Output) + Send>,
+  output: Output,
+}
+
+impl Delivery {
+  fn deliver(self) {
+    (self.deliver)(self.output);
+  }
+}
+
+/// The scheduler thread (see the module doc).
+fn schedule_loop(shared: &Arc<Shared>) {
+  loop {
+    let mut state = lock(&shared.state);
+    let reap = shared.occupancy.reap.swap(false, Ordering::AcqRel) || state.shutdown;
+    let stopped = if reap { shared.reap(&mut state) } else { Vec::new() };
+    let mut recheck = shared.admit(&mut state);
+    // Threads for the ready runs no thread is coming for yet, and for the
+    // reserve once it has been short for a quantum (runs that end soon
+    // refill it themselves; runs that wait long do not).
+    let coming = state.idle + state.preparing;
+    let for_ready = state.ready.len().saturating_sub(coming);
+    let reserve_short =
+      if state.shutdown { 0 } else { shared.config.prepared_isolates.saturating_sub(coming + for_ready) };
+    let mut for_reserve = 0;
+    if reserve_short == 0 {
+      state.reserve_short_since = None;
+    } else {
+      let since = *state.reserve_short_since.get_or_insert_with(Instant::now);
+      match ADMISSION_QUANTUM.checked_sub(since.elapsed()).filter(|left| !left.is_zero()) {
+        Some(left) => recheck = Some(recheck.map_or(left, |recheck| recheck.min(left))),
+        None => {
+          for_reserve = reserve_short;
+          state.reserve_short_since = None;
+        }
+      }
+    }
+    let spawn = shared.plan_threads(&mut state, for_ready + for_reserve);
+    let retired = std::mem::take(&mut state.retired);
+    let done = state.shutdown && state.queue.is_empty() && spawn.is_empty();
+    drop(state);
+
+    for delivery in stopped {
+      delivery.deliver();
+    }
+    for id in spawn {
+      spawn_run_thread(shared, id);
+    }
+    for id in retired {
+      let handle = lock(&shared.handles).remove(&id);
+      if let Some(handle) = handle {
+        let _ = handle.join();
+      }
+    }
+    if done {
+      return;
+    }
+    shared.occupancy.doorbell.wait(recheck);
+  }
+}
+
+fn spawn_run_thread(shared: &Arc<Shared>, id: usize) {
+  let thread_shared = shared.clone();
+  let spawned = std::thread::Builder::new()
+    .name(format!("dsh-v8-run-{id}"))
+    .stack_size(THREAD_STACK_BYTES)
+    .spawn(move || run_thread(&thread_shared, id));
+  match spawned {
+    Ok(handle) => {
+      lock(&shared.handles).insert(id, handle);
+    }
+    Err(error) => {
+      // No thread: the ready run it was for waits for a thread that ends
+      // its run, unless there is none, in which case it fails now.
+      let mut state = lock(&shared.state);
+      state.preparing -= 1;
+      state.threads -= 1;
+      let mut failed = Vec::new();
+      if state.threads == 0 {
+        while let Some(submission) = state.ready.pop_front() {
+          let output = substrate_failure(&shared.config, &format!("no thread could be started for the run: {error}"));
+          failed.push(shared.finish(submission, output, &mut state));
+        }
+      }
+      drop(state);
+      for delivery in failed {
+        delivery.deliver();
+      }
+    }
+  }
+}
+
+/// A run thread: prepare an isolate, run what is ready, repeat while wanted.
+fn run_thread(shared: &Shared, id: usize) {
+  let runtime = match tokio::runtime::Builder::new_current_thread()
+    .enable_time()
+    .on_thread_park(budget::before_park)
+    .on_thread_unpark(budget::after_unpark)
+    .build()
+  {
+    Ok(runtime) => runtime,
+    Err(error) => {
+      // Without a runtime this thread can run nothing: fail the run it was
+      // made for (if it is still there) rather than leave it waiting.
+      if let Some(submission) = shared.take_ready() {
+        let output = substrate_failure(&shared.config, &format!("the run's thread could not start: {error}"));
+        let (delivery, wanted) = shared.run_ended(submission, output);
+        if wanted {
+          lock(&shared.state).preparing -= 1;
+        }
+        delivery.deliver();
+      }
+      return shared.retire(id);
+    }
+  };
+  let context = RunContext { config: &shared.config, bridge: &shared.bridge };
+  loop {
+    let prepared = {
+      let _entered = runtime.enter();
+      PreparedIsolate::new(&shared.config)
+    };
+    let Some(submission) = shared.take_ready() else {
+      let _entered = runtime.enter();
+      drop(prepared);
+      return shared.retire(id);
+    };
+    let (output, spent) = match prepared {
+      Ok(isolate) => {
+        let (output, spent) = runtime.block_on(execute(isolate, &submission.job, &context));
+        (output, Some(spent))
+      }
+      Err(message) => (substrate_failure(&shared.config, &message), None),
+    };
+    let (delivery, wanted) = shared.run_ended(submission, output);
+    delivery.deliver();
+    // Delivery just woke Node's main thread. The kernel often queues it on
+    // this CPU (wake-affine), behind this thread, which is about to spend
+    // ~2 ms disposing of the spent isolate and preparing the next one: the
+    // host would see the result only then. Yield once so it runs first.
+    std::thread::yield_now();
+    {
+      let _entered = runtime.enter();
+      drop(spent);
+    }
+    if !wanted {
+      return shared.retire(id);
+    }
+  }
+}
+
+/// The output of a run whose substrate (thread runtime or isolate) could
+/// not be made: `worker-exit` with `message`, through the ledger.
+fn substrate_failure(config: &RuntimeConfig, message: &str) -> Output {
+  OutputLedger::new(config.max_output_bytes).finish_failure(FailureKind::WorkerExit, message.encode_utf16().collect())
+}
