@@ -17,8 +17,8 @@ import { benchBindings, CODE_MODE, COMPUTE, PARALLEL_CALLS, SEQUENTIAL_CALLS, TR
 
 const quick = process.argv.includes('--quick')
 const sizes = quick
-  ? { rounds: 4, perRound: 10, bindingRepeats: 2, computeRepeats: 2, throughput: 300, memory: 1000 }
-  : { rounds: 10, perRound: 20, bindingRepeats: 5, computeRepeats: 5, throughput: 2000, memory: 10000 }
+  ? { rounds: 4, perRound: 10, bindingRepeats: 2, computeRepeats: 2, throughput: 300, memory: 1000, waiting: [10, 100], behindCpu: 20 }
+  : { rounds: 10, perRound: 20, bindingRepeats: 5, computeRepeats: 5, throughput: 2000, memory: 10000, waiting: [10, 100, 1000], behindCpu: 50 }
 
 const ctx = new Context()
 await ctx.plugin(V8CodeRuntime, { computeMs: 120_000 })
@@ -149,6 +149,37 @@ if (!tp.v8.failed && !tp.worker.failed) {
   row(`2. throughput (${tpRuns} at once)`, 'peak RSS', 'MiB', tp.v8.peakRssMb, tp.worker.peakRssMb, true, 'lower')
 }
 
+// Concurrency, defaults on both backends: N runs at once, each awaiting a
+// tool that answers after 1 s; then waiting runs submitted right behind 4
+// CPU-bound runs (~1 s of CPU each).
+const concurrency = {}
+function bothOrFailure(results, label) {
+  const failed = Object.values(results).filter((result) => result.failed)
+  for (const result of failed) {
+    failures.push(`${result.backend} ${result.scenario} (${result.runs}) failed: ${result.failed}`)
+    console.log(`${label}  ${result.backend}: FAILED (${result.failed})`)
+  }
+  return failed.length === 0
+}
+for (const runs of sizes.waiting) {
+  const w = { v8: child('v8', 'waiting', runs), worker: child('worker', 'waiting', runs) }
+  concurrency[`waiting${runs}`] = w
+  const label = `7. ${runs} runs awaiting a 1 s tool`
+  if (!bothOrFailure(w, label)) continue
+  for (const result of Object.values(w)) {
+    if (result.ok !== runs) failures.push(`${result.backend} waiting (${runs}): only ${result.ok} right results`)
+  }
+  row(label, 'wall', 'ms', w.v8.wallMs, w.worker.wallMs, true)
+  row(label, 'peak growth', 'MiB', w.v8.peakGrowthMb, w.worker.peakGrowthMb, true)
+}
+const behind = { v8: child('v8', 'behind-cpu', sizes.behindCpu), worker: child('worker', 'behind-cpu', sizes.behindCpu) }
+concurrency.behindCpu = behind
+const behindLabel = `8. ${sizes.behindCpu} waiting behind 4 CPU-bound`
+if (bothOrFailure(behind, behindLabel)) {
+  row(behindLabel, 'p50', 'ms', behind.v8.p50Ms, behind.worker.p50Ms, true)
+  row(behindLabel, 'max', 'ms', behind.v8.maxMs, behind.worker.maxMs, true)
+}
+
 const mem = { v8: child('v8', 'memory', sizes.memory), worker: child('worker', 'memory', sizes.memory) }
 row('6. memory: idle runtime', 'RSS', 'MiB', mem.v8.idleRssMb, mem.worker.idleRssMb, true)
 row(`6. memory: after ${sizes.memory} runs`, 'RSS', 'MiB', mem.v8.afterRssMb, mem.worker.afterRssMb, true, 'flat')
@@ -159,7 +190,7 @@ const results = {
   sizes,
   rows,
   failures,
-  raw: { tp, mem },
+  raw: { tp, mem, concurrency },
 }
 const here = (name) => fileURLToPath(new URL(name, import.meta.url))
 if (quick) mkdirSync(here('./results'), { recursive: true })

@@ -67,3 +67,17 @@ for (const m of text.matchAll(re)) matches += Number(m[1]) % 7
 const words = text.replace(/[^a-z]+/g, ' ').split(' ').filter((w) => /^(alpha|gamma)$/.test(w)).length
 return [text.length, acc, matches, words]
 `
+
+/** How long the concurrency scenarios' tool takes to answer (ms). */
+export const TOOL_MS = 1000
+
+/** One tool that answers after TOOL_MS: what a slow search or sub-agent is to a run. */
+export function slowToolBindings() {
+  return [{ global: 'tools', functions: { wait: () => new Promise((resolve) => setTimeout(() => resolve(1), TOOL_MS)) } }]
+}
+
+/** A run that spends its life waiting on the slow tool. */
+export const WAITING = 'return await tools.wait({})'
+
+/** About a second of CPU on this project's 2-core VM: a run that only computes. */
+export const CPU_BOUND = 'let a = 0; for (let i = 0; i < 1e8; i++) a = (a + i * 31) % 1000003; return a'

@@ -277,3 +277,95 @@ pub fn after_unpark() {
     }
   });
 }
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use std::sync::atomic::AtomicIsize;
+
+  /// Counts runs computing, as the scheduler's observer does.
+  #[derive(Default)]
+  struct Counter(AtomicIsize);
+
+  impl PhaseObserver for Counter {
+    fn started_computing(&self) {
+      self.0.fetch_add(1, Ordering::SeqCst);
+    }
+    fn stopped_computing(&self) {
+      self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+  }
+
+  fn budget(counter: &Arc<Counter>, compute: Duration) -> Arc<RunBudget> {
+    let control = Arc::new(RunControl::new(None));
+    Arc::new(RunBudget::new(control, compute, Duration::from_secs(60), counter.clone()))
+  }
+
+  #[test]
+  fn the_observer_sees_every_start_and_stop_of_computing_and_nothing_else() {
+    let counter = Arc::new(Counter::default());
+    let run = budget(&counter, Duration::from_secs(1));
+    assert_eq!(run.phase(), Phase::Queued);
+    assert_eq!(run.computing_for(), None);
+    run.admit();
+    assert_eq!((run.phase(), counter.0.load(Ordering::SeqCst)), (Phase::Computing, 1));
+    assert!(run.computing_for().is_some());
+    let metering = run.meter_this_thread();
+    before_park();
+    assert_eq!((run.phase(), counter.0.load(Ordering::SeqCst)), (Phase::Waiting, 0));
+    after_unpark();
+    assert_eq!((run.phase(), counter.0.load(Ordering::SeqCst)), (Phase::Computing, 1));
+    drop(metering);
+    // Park hooks after the meter ended belong to no run.
+    before_park();
+    assert_eq!(run.phase(), Phase::Computing);
+    after_unpark();
+    run.end();
+    assert_eq!((run.phase(), counter.0.load(Ordering::SeqCst)), (Phase::Ended, 0));
+
+    // A run ended while still queued never computed.
+    let queued = budget(&counter, Duration::from_secs(1));
+    queued.end();
+    assert_eq!((queued.phase(), counter.0.load(Ordering::SeqCst)), (Phase::Ended, 0));
+  }
+
+  fn burn(cpu: Duration) {
+    let clock = CpuClock::current_thread().expect("a thread CPU clock");
+    let start = clock.now().expect("the thread's CPU time");
+    let mut x = 0u64;
+    while clock.now().expect("the thread's CPU time") - start < cpu {
+      x = std::hint::black_box(x.wrapping_add(1));
+    }
+  }
+
+  #[test]
+  fn waiting_is_credited_and_work_is_charged_and_the_meter_freezes_at_its_end() {
+    let counter = Arc::new(Counter::default());
+    let run = budget(&counter, Duration::from_millis(40));
+    run.admit();
+    let metering = run.meter_this_thread();
+    // CPU burned inside an uncharged wait is credited in full.
+    uncharged(|| burn(Duration::from_millis(30)));
+    assert!(run.cpu_used() < Duration::from_millis(10), "charged {:?}", run.cpu_used());
+    assert!(run.cpu_left().is_some());
+    // Work is charged: past the budget nothing is left.
+    burn(Duration::from_millis(45));
+    assert!(run.cpu_used() >= Duration::from_millis(40));
+    assert_eq!(run.cpu_left(), None);
+    drop(metering);
+    let frozen = run.cpu_used();
+    burn(Duration::from_millis(5));
+    assert_eq!(run.cpu_used(), frozen);
+  }
+
+  #[test]
+  fn another_threads_work_is_not_charged() {
+    let counter = Arc::new(Counter::default());
+    let run = budget(&counter, Duration::from_secs(1));
+    run.admit();
+    let metering = run.meter_this_thread();
+    std::thread::spawn(|| burn(Duration::from_millis(50))).join().expect("the other thread");
+    assert!(run.cpu_used() < Duration::from_millis(25), "charged {:?}", run.cpu_used());
+    drop(metering);
+  }
+}

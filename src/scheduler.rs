@@ -57,6 +57,9 @@ pub fn compute_slots() -> usize {
   *SLOTS.get_or_init(|| std::thread::available_parallelism().map_or(1, |cores| cores.get()))
 }
 
+/// How soon the scheduler looks again for retired threads still exiting.
+const RETIRED_RECHECK: Duration = Duration::from_millis(100);
+
 /// A run's thread's stack: well above V8's own stack limit (~1 MiB), so
 /// deep recursion ends in a RangeError, never in a guard-page fault. Only
 /// the pages a run touches are resident.
@@ -387,6 +390,10 @@ impl Shared {
       admitted += 1;
     }
     self.occupancy.queued.store(state.queue.len(), Ordering::Release);
+    if state.queue.is_empty() && state.idle > self.config.prepared_isolates {
+      // Threads kept for queued runs beyond the reserve: none is coming.
+      self.work.notify_all();
+    }
     if admitted > 0 {
       for _ in 0..admitted.min(state.idle) {
         self.work.notify_one();
@@ -442,7 +449,9 @@ impl Shared {
         }
         return Some(submission);
       }
-      if state.shutdown || state.idle >= self.config.prepared_isolates {
+      // Beyond the reserve a thread stays only for runs still queued: it
+      // takes one as soon as it is admitted, with its isolate prepared.
+      if state.shutdown || (state.idle >= self.config.prepared_isolates && state.queue.is_empty()) {
         return None;
       }
       state.idle += 1;
@@ -459,8 +468,11 @@ impl Shared {
     let delivery = self.finish(submission, output, &mut state);
     // Decided before admitting, so that admission counts this thread as
     // coming for the next ready run instead of asking for a new one.
+    // A thread is worth keeping for any run that will need one: reusing it
+    // spares a thread's start and exit, and the memory its last isolate
+    // freed is still mapped for the next one.
     let coming = state.idle + state.preparing;
-    let work_ahead = state.ready.len() + usize::from(!state.queue.is_empty());
+    let work_ahead = state.ready.len() + state.queue.len();
     let wanted = work_ahead > coming || (!state.shutdown && coming < self.config.prepared_isolates);
     if wanted {
       state.preparing += 1;
@@ -538,11 +550,25 @@ fn schedule_loop(shared: &Arc<Shared>) {
     for id in spawn {
       spawn_run_thread(shared, id);
     }
+    // Join the retired threads that have exited; one still tearing down
+    // (at low priority, see `run_thread`) is looked at again next time.
+    let mut still_exiting = Vec::new();
     for id in retired {
-      let handle = lock(&shared.handles).remove(&id);
-      if let Some(handle) = handle {
-        let _ = handle.join();
+      let mut handles = lock(&shared.handles);
+      match handles.get(&id).map(JoinHandle::is_finished) {
+        Some(true) => {
+          if let Some(handle) = handles.remove(&id) {
+            drop(handles);
+            let _ = handle.join();
+          }
+        }
+        Some(false) => still_exiting.push(id),
+        None => {}
       }
+    }
+    if !still_exiting.is_empty() {
+      lock(&shared.state).retired.extend(still_exiting);
+      recheck = Some(recheck.map_or(RETIRED_RECHECK, |recheck| recheck.min(RETIRED_RECHECK)));
     }
     if done {
       return;
@@ -625,6 +651,11 @@ fn run_thread(shared: &Shared, id: usize) {
     };
     let (delivery, wanted) = shared.run_ended(submission, output);
     delivery.deliver();
+    if !wanted {
+      // What is left is teardown (the spent isolate, the thread): nobody
+      // waits for it, while runs starting elsewhere are waited for.
+      lower_priority();
+    }
     // Delivery just woke Node's main thread. The kernel often queues it on
     // this CPU (wake-affine), behind this thread, which is about to spend
     // ~2 ms disposing of the spent isolate and preparing the next one: the
@@ -637,6 +668,17 @@ fn run_thread(shared: &Shared, id: usize) {
     if !wanted {
       return shared.retire(id);
     }
+  }
+}
+
+/// Give the calling thread the lowest CPU priority (nice 19): it still
+/// progresses on a busy machine, behind everything else. Best effort.
+fn lower_priority() {
+  // SAFETY: gettid has no preconditions; setpriority on our own thread id
+  // only changes this thread's nice value (raising it needs no privilege).
+  unsafe {
+    let tid = libc::gettid();
+    libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19);
   }
 }
 
