@@ -10,9 +10,9 @@
 //!
 //! Admission. A submitted run waits in a bounded FIFO queue until it may
 //! start: fewer than `maxConcurrentRuns` runs are in flight, and fewer than
-//! [`compute_slots`] of them are *busy*, i.e. computing and for less than
-//! [`ADMISSION_QUANTUM`] without a pause. So a burst of short runs costs
-//! what it did with a fixed pool (about one isolate per core at a time),
+//! [`compute_slots`] (two per core) of them are *busy*, i.e. computing and
+//! for less than [`ADMISSION_QUANTUM`] without a pause. So a burst of short
+//! runs costs what it did with a fixed pool (a few isolates at a time),
 //! while a run that starts to wait hands its slot on at once and a run that
 //! computes on and on hands it on after one quantum: neither waiting runs
 //! nor long computations hold up the queue.
@@ -46,15 +46,21 @@ use crate::watchdog::Watchdog;
 /// How long a run may compute without a pause (a wait on the host or a
 /// timer) before it stops counting against the compute slots, letting the
 /// next queued run start beside it. Long enough that a burst of ordinary
-/// short runs is admitted about one per core, short enough that a queued
+/// short runs is admitted a few at a time, short enough that a queued
 /// run behind CPU-bound ones starts within a scheduling quantum.
 pub const ADMISSION_QUANTUM: Duration = Duration::from_millis(10);
 
 /// How many runs may be busy (see the module doc) before admission waits:
-/// the cores this process may use.
+/// two per core this process may use. A starting run spends most of its
+/// first milliseconds making its isolate, and some of them not on a CPU at
+/// all (its thread starting, page faults); two per core keep every core
+/// busy through that, and give starting runs a larger share of the cores
+/// against CPU-bound runs beside them. More per core only adds isolates
+/// alive at once and switching between them (the README's bench section
+/// has the comparison).
 pub fn compute_slots() -> usize {
   static SLOTS: OnceLock<usize> = OnceLock::new();
-  *SLOTS.get_or_init(|| std::thread::available_parallelism().map_or(1, |cores| cores.get()))
+  *SLOTS.get_or_init(|| 2 * std::thread::available_parallelism().map_or(1, |cores| cores.get()))
 }
 
 /// How soon the scheduler looks again for retired threads still exiting.
