@@ -68,10 +68,7 @@ export declare class NativeRuntime {
    * through the same output ledger as every other result.
    */
   failBeforeStart(kind: string, message: string): NativeRunResult
-  /**
-   * What the runtime is doing now, and what it has done (see
-   * [`NativeStats`]).
-   */
+  /** What the runtime is doing now, and what it has done (NativeStats). */
   stats(): NativeStats
   /**
    * Dispose: live runs resolve `abort: runtime disposed`, every isolate
@@ -110,7 +107,8 @@ export interface NativeConfig {
   /**
    * Runs in flight at once, each with a thread and an isolate of its own
    * (waiting runs included: a run waiting on a tool costs memory, not
-   * CPU). Beyond it runs queue. Default 4096.
+   * CPU). Beyond it runs queue. Default 2048; at most three quarters of
+   * vm.max_map_count / 16 (3071 with Linux's default).
    */
   maxConcurrentRuns: number
   /**

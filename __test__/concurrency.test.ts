@@ -221,6 +221,7 @@ describe('admission limits', () => {
     [{ maxConcurrentRuns: 0 }, /config\.maxConcurrentRuns must be a positive number, got 0/],
     [{ maxConcurrentRuns: 2.5 }, /config\.maxConcurrentRuns must be a whole number, got 2\.5/],
     [{ preparedIsolates: -1 }, /config\.preparedIsolates must be a positive number, got -1/],
+    [{ maxConcurrentRuns: 1_000_000 }, /dsh-code-runtime-v8: config\.maxConcurrentRuns \(1000000\) is more than this machine allows \(\d+\): .*vm\.max_map_count is \d+/],
     [{ poolSize: 2 }, /config\.poolSize is retired: .*config\.maxConcurrentRuns.*config\.preparedIsolates/],
   ])('refuses config %o, naming the key', async (config, message) => {
     await expect(new Context().plugin(V8CodeRuntime, config as never)).rejects.toThrow(message)

@@ -111,7 +111,7 @@ const trivial = await alternate(TRIVIAL, sizes.rounds, sizes.perRound)
 row('1. trivial run, one at a time', 'p50', 'ms', median(trivial.v8), median(trivial.worker), true, '>= 30x')
 row('1. trivial run, one at a time', 'p99', 'ms', quantile(trivial.v8, 0.99), quantile(trivial.worker, 0.99), true)
 // The same with 20 ms of idle between runs: the isolate is ready, but the
-// parked pool thread must be woken, which on a VM with halted vCPUs costs
+// parked run thread must be woken, which on a VM with halted vCPUs costs
 // 0.5-1 ms per wake-up (measured: spinning instead of parking removes it).
 const idle = await alternate(TRIVIAL, sizes.rounds, sizes.perRound, 20)
 row('1b. trivial run, 20 ms idle between', 'p50', 'ms', median(idle.v8), median(idle.worker), true)

@@ -1,6 +1,6 @@
 // Copyright the dsh-code-runtime-v8 authors. MIT license.
 // The run driver and the seal. This file runs last at snapshot time and
-// leaves a single entry point, `__dsh.seal`, that the pool thread calls
+// leaves a single entry point, `__dsh.seal`, that the run thread calls
 // when it prepares an isolate: seal() strips every internal handle from the
 // global (Deno, __bootstrap, __dsh, ...) and returns the driver, which the
 // Rust side holds on to. After seal() no program-reachable path leads to an

@@ -1,6 +1,6 @@
 //! The runtime's caps and sizes. The TypeScript layer validates them with
 //! the seam's messages; [`RuntimeConfig::validate`] checks them again so a
-//! direct caller of the addon cannot hand the pool nonsense.
+//! direct caller of the addon cannot hand the scheduler nonsense.
 
 /// Every cap of one runtime; no hidden default lives anywhere else.
 #[derive(Debug, Clone)]
@@ -51,4 +51,34 @@ impl RuntimeConfig {
     }
     Ok(())
   }
+
+  /// Check the limits that depend on this machine: the kernel caps a
+  /// process's memory mappings (`vm.max_map_count`), each run in flight
+  /// holds some ([`MAPPINGS_PER_RUN`]), and a process past the cap cannot
+  /// map memory at all, which V8 cannot survive. So `maxConcurrentRuns`
+  /// may claim at most three quarters of the cap, leaving the rest to the
+  /// host and to runs whose heaps grow (each 256 KiB heap page is a
+  /// mapping of its own).
+  pub fn check_machine_limits(&self) -> Result<(), String> {
+    let Some(max_map_count) = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+      .ok()
+      .and_then(|text| text.trim().parse::<usize>().ok())
+    else {
+      return Ok(());
+    };
+    let ceiling = max_map_count / 4 * 3 / MAPPINGS_PER_RUN;
+    if self.max_concurrent_runs > ceiling {
+      return Err(format!(
+        "config.maxConcurrentRuns ({}) is more than this machine allows ({ceiling}): each run in flight holds \
+         about {MAPPINGS_PER_RUN} memory mappings and vm.max_map_count is {max_map_count}",
+        self.max_concurrent_runs
+      ));
+    }
+    Ok(())
+  }
 }
+
+/// Memory mappings one run in flight holds, with margin: its thread's stack
+/// and guard, its isolate's heap pages and malloc arenas (14 measured with
+/// 4096 runs waiting).
+pub const MAPPINGS_PER_RUN: usize = 16;

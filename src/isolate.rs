@@ -1,5 +1,5 @@
 //! A fresh, sealed isolate, made from the startup snapshot ahead of the run
-//! that will use it: the pool thread prepares its next isolate while idle,
+//! that will use it: a run thread prepares its next isolate while idle,
 //! so a run never pays isolate creation on its critical path.
 
 use std::rc::Rc;
@@ -55,7 +55,7 @@ impl ModuleLoader for NoModules {
 }
 
 impl PreparedIsolate {
-  /// Create and seal an isolate. Must be called inside the pool thread's
+  /// Create and seal an isolate. Must be called inside the run thread's
   /// tokio runtime context.
   pub fn new(config: &RuntimeConfig) -> Result<PreparedIsolate, String> {
     let external_memory = ExternalMemory::new((config.max_external_memory_mb * MIB) as usize);

@@ -1,5 +1,5 @@
 //! `dsh-code-runtime-v8`: the napi surface. Deliberately thin: it converts
-//! between JS values and the Rust run lifecycle (see `run`, `pool`,
+//! between JS values and the Rust run lifecycle (see `run`, `scheduler`,
 //! `bridge`, `watchdog`, `ledger`, `transpile`) and owns nothing else.
 
 #![deny(clippy::unwrap_used)]
@@ -54,7 +54,8 @@ pub struct NativeConfig {
   pub max_external_memory_mb: f64,
   /// Runs in flight at once, each with a thread and an isolate of its own
   /// (waiting runs included: a run waiting on a tool costs memory, not
-  /// CPU). Beyond it runs queue. Default 4096.
+  /// CPU). Beyond it runs queue. Default 2048; at most three quarters of
+  /// vm.max_map_count / 16 (3071 with Linux's default).
   pub max_concurrent_runs: u32,
   /// Runs that may wait in the queue for admission; beyond it run()
   /// rejects. Default 10000.
@@ -319,6 +320,7 @@ impl NativeRuntime {
       prepared_isolates: config.prepared_isolates as usize,
     };
     config.validate().map_err(|message| Error::new(Status::InvalidArg, message))?;
+    config.check_machine_limits().map_err(|message| Error::new(Status::InvalidArg, message))?;
     platform::ensure_initialized();
 
     let bridge = Arc::new(Bridge::default());

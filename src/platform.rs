@@ -1,7 +1,7 @@
 //! The one V8 platform of the process.
 //!
 //! Initialised once, on the Node thread that first constructs a runtime,
-//! before any pool thread exists (a thread created before V8's platform
+//! before any run thread exists (a thread created before V8's platform
 //! on a CPU with memory protection keys faults the first time it runs JS).
 //! Never torn down: V8 outlives every runtime, and the addon is linked
 //! `-z nodelete` so it stays mapped until the process ends. Loading the

@@ -25,7 +25,7 @@ export const Config: z<V8CodeRuntimeConfig> = z.object({
   maxOutputBytes: z.number().default(67_108_864).description('exact JSON byte cap over logs + value/message'),
   maxOldGenerationSizeMb: z.number().default(512).description('heap cap of a program isolate (MiB)'),
   maxExternalMemoryMb: z.number().default(512).description('ArrayBuffer memory cap outside the heap (MiB)'),
-  maxConcurrentRuns: z.number().default(4096).description('runs in flight at once, waiting ones included'),
+  maxConcurrentRuns: z.number().default(2048).description('runs in flight at once, waiting ones included'),
   maxQueuedRuns: z.number().default(10_000).description('runs that may wait for admission'),
   preparedIsolates: z.number().default(Math.max(1, os.availableParallelism())).description('isolates kept prepared'),
 }) as z<V8CodeRuntimeConfig>

@@ -1,7 +1,7 @@
 /**
  * `dsh-code-runtime-v8`: a `ctx.codeRuntime` backend that runs each
  * model-written TypeScript program in a fresh V8 isolate owned by a Rust
- * thread pool.
+ * thread while it is in flight.
  *
  * Contract (see `@deepseek-ai/dsh-code-runtime`): `run()` resolves for every
  * program outcome and rejects only for misuse of the seam (after disposal,
@@ -81,7 +81,12 @@ export class V8CodeRuntime extends CodeRuntime {
     super(ctx)
     validateConfig(config)
     this.config = config
-    this.native = new NativeRuntime(config, this.calls.receive)
+    try {
+      this.native = new NativeRuntime(config, this.calls.receive)
+    } catch (error) {
+      // The limits only the addon can check (this machine's).
+      throw new Error(`${PACKAGE}: ${error instanceof Error ? error.message : String(error)}`)
+    }
     this.calls.attach(this.native)
     ctx.effect(() => () => this.teardown(), 'v8 code-runtime teardown')
   }
