@@ -79,5 +79,5 @@ export function slowToolBindings() {
 /** A run that spends its life waiting on the slow tool. */
 export const WAITING = 'return await tools.wait({})'
 
-/** About a second of CPU on this project's 2-core VM: a run that only computes. */
+/** Most of a second of CPU on this project's 2-core VM: a run that only computes. */
 export const CPU_BOUND = 'let a = 0; for (let i = 0; i < 1e8; i++) a = (a + i * 31) % 1000003; return a'
