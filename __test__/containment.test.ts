@@ -140,6 +140,20 @@ describe('failures inside the event loop', () => {
     expect(result.error?.message).toMatch(/^Error: lost/)
   })
 
+  it('a rejection the synchronous part left unhandled fails the run before a timer already due can run, as in Node', async () => {
+    // The synchronous part outlasts its own 2 ms timer, so the timer is due
+    // when the event loop first turns: the rejection must still come first.
+    const body = 'Promise.reject(new Error("first")); const wait = new Promise((r) => setTimeout(r, 2)); const until = Date.now() + 20; while (Date.now() < until);'
+    const result = await m.run(`${body} await wait; return 1`)
+    expect(result.error?.kind).toBe('exception')
+    expect(result.error?.message).toMatch(/^Error: first/)
+    const node = spawnSync(process.execPath, ['--input-type=module', '-e', `
+      process.on('unhandledRejection', (e) => console.log('rejection ' + e.message))
+      ${body} await wait; console.log('timer')`], { encoding: 'utf8' })
+    expect(node.stdout).toBe('rejection first\ntimer\n')
+    await healthy()
+  })
+
   it('a throw in a timer callback fails the run with its message', async () => {
     const result = await m.run('setTimeout(() => { throw new TypeError("in timer") }, 1); await new Promise((r) => setTimeout(r, 50)); return 1')
     expect(result.error?.kind).toBe('exception')

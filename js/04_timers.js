@@ -10,14 +10,34 @@
   const core = globalThis.Deno.core;
   const { ReflectApply } = p;
 
+  // Timer callbacks held back until the rejections that the program's
+  // synchronous part left unhandled have been reported, or null. As in Node,
+  // those fail the run before any timer callback runs; the event loop's
+  // first turn, which reports them, could otherwise come after a short timer
+  // is due (its thread descheduled for a few ms) and run it first. The run
+  // turns the loop once with callbacks held, then releases them in order.
+  let held = null;
+  dsh.holdTimerCallbacks = () => {
+    held = [];
+  };
+  dsh.releaseTimerCallbacks = () => {
+    const callbacks = held;
+    held = null;
+    for (let i = 0; i < callbacks.length; i++) callbacks[i]();
+  };
+
   // A throw inside a timer callback fails the run (CONTRACT section 8).
   function guarded(callback, args) {
-    return () => {
+    const run = () => {
       try {
         ReflectApply(callback, undefined, args);
       } catch (error) {
         dsh.reportFailure(error);
       }
+    };
+    return () => {
+      if (held !== null) p.ArrayPrototypePush(held, run);
+      else run();
     };
   }
 

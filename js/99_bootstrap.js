@@ -210,6 +210,7 @@
   let failure;
   function install(descriptorJson) {
     installBindings(JSONParse(descriptorJson));
+    dsh.holdTimerCallbacks();
     failure = SafePromiseWithResolvers();
     dsh.reportFailure = (error) => failure.reject(error);
     core.setUnhandledPromiseRejectionHandler((_promise, reason) => {
@@ -264,7 +265,7 @@
     delete g.__bootstrap;
     delete g.__dsh;
     delete g.WebAssembly;
-    return [install, watch];
+    return [install, watch, dsh.releaseTimerCallbacks];
   }
 
   dsh.seal = seal;

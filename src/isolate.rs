@@ -24,6 +24,9 @@ pub struct PreparedIsolate {
   pub install: v8::Global<v8::Function>,
   /// `watch(completion)`: settles the run; returns a promise.
   pub watch: v8::Global<v8::Function>,
+  /// `releaseTimerCallbacks()`: runs the timer callbacks held back while
+  /// the program's synchronous part's rejections were being reported.
+  pub release_timers: v8::Global<v8::Function>,
   pub external_memory: Arc<ExternalMemory>,
 }
 
@@ -78,7 +81,7 @@ impl PreparedIsolate {
     let sealed = runtime
       .execute_script("ext:dsh_sandbox/seal.js", "__dsh.seal()")
       .map_err(|error| format!("sealing an isolate failed: {error}"))?;
-    let (install, watch) = {
+    let (install, watch, release_timers) = {
       deno_core::scope!(scope, runtime);
       let local = v8::Local::new(scope, sealed);
       let missing = || "the sandbox bootstrap did not return its driver".to_owned();
@@ -88,8 +91,8 @@ impl PreparedIsolate {
         let function = v8::Local::<v8::Function>::try_from(value).map_err(|_| missing())?;
         Ok(v8::Global::new(scope, function))
       };
-      (function(0)?, function(1)?)
+      (function(0)?, function(1)?, function(2)?)
     };
-    Ok(PreparedIsolate { runtime, install, watch, external_memory })
+    Ok(PreparedIsolate { runtime, install, watch, release_timers, external_memory })
   }
 }

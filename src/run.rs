@@ -198,14 +198,10 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
   let loop_error = match start_program(isolate, &code, &job.bindings_json) {
     Err(message) => Some(message),
     Ok(promise) => {
-      let runtime = &mut isolate.runtime;
-      let settled = runtime.resolve(promise);
       tokio::select! {
         biased;
         _ = control.stopped() => None,
-        result = runtime.with_event_loop_promise(settled, PollEventLoopOptions::default()) => {
-          result.err().map(|error| event_loop_failure(&error))
-        }
+        result = drive(isolate, promise) => result.err().map(|error| event_loop_failure(&error)),
       }
     }
   };
@@ -236,6 +232,35 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
   }
   let message = loop_error.unwrap_or_else(|| "the program ended without settling".to_owned());
   ledger.finish_failure(FailureKind::Exception, utf16(&message))
+}
+
+/// Run the program's event loop until `promise` (the driver's) settles.
+///
+/// The first turn runs with timer callbacks held back (js/04_timers.js):
+/// the rejections the program's synchronous part left unhandled are
+/// reported in that turn, and they must fail the run before any timer
+/// callback runs, as in Node, however late the turn comes. deno_core runs
+/// due timers before it reports rejections within a turn, so a turn that
+/// starts after a short timer is due would otherwise let the timer's
+/// continuation settle the run first.
+async fn drive(isolate: &mut PreparedIsolate, promise: v8::Global<v8::Value>) -> Result<(), deno_core::error::CoreError> {
+  let settled = isolate.runtime.resolve(promise);
+  let first = std::future::poll_fn(|cx| {
+    std::task::Poll::Ready(isolate.runtime.poll_event_loop(cx, PollEventLoopOptions::default()))
+  })
+  .await;
+  if let std::task::Poll::Ready(Err(error)) = first {
+    return Err(error);
+  }
+  {
+    let PreparedIsolate { runtime, release_timers, .. } = isolate;
+    deno_core::scope!(scope, runtime);
+    let release = v8::Local::new(scope, &*release_timers);
+    let undefined = v8::undefined(scope).into();
+    // Never throws: each callback is guarded, and a throw fails the run.
+    let _ = release.call(scope, undefined, &[]);
+  }
+  isolate.runtime.with_event_loop_promise(settled, PollEventLoopOptions::default()).await.map(|_| ())
 }
 
 /// Why the event loop ended without the program settling.
