@@ -317,7 +317,7 @@ impl Scheduler {
   pub fn stats(&self) -> SchedulerStats {
     let state = lock(&self.shared.state);
     let starting = state.ready.len();
-    let (mut computing, mut waiting, mut cpu) = (0, 0, state.finished_cpu);
+    let (mut computing, mut waiting, mut cpu) = (0usize, 0usize, state.finished_cpu);
     for budget in state.in_flight.values() {
       match budget.phase() {
         Phase::Waiting => waiting += 1,
@@ -329,7 +329,7 @@ impl Scheduler {
       queued: state.queue.len(),
       in_flight: state.in_flight.len(),
       starting,
-      computing: computing - starting,
+      computing: computing.saturating_sub(starting),
       waiting,
       threads: state.threads,
       prepared_isolates: state.idle,
