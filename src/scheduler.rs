@@ -557,7 +557,7 @@ fn schedule_loop(shared: &Arc<Shared>) {
       spawn_run_thread(shared, id);
     }
     // Join the retired threads that have exited; one still tearing down
-    // (at low priority, see `run_thread`) is looked at again next time.
+    // is looked at again next time, so that this thread never waits on it.
     let mut still_exiting = Vec::new();
     for id in retired {
       let mut handles = lock(&shared.handles);
@@ -657,11 +657,6 @@ fn run_thread(shared: &Shared, id: usize) {
     };
     let (delivery, wanted) = shared.run_ended(submission, output);
     delivery.deliver();
-    if !wanted {
-      // What is left is teardown (the spent isolate, the thread): nobody
-      // waits for it, while runs starting elsewhere are waited for.
-      lower_priority();
-    }
     // Delivery just woke Node's main thread. The kernel often queues it on
     // this CPU (wake-affine), behind this thread, which is about to spend
     // ~2 ms disposing of the spent isolate and preparing the next one: the
@@ -674,17 +669,6 @@ fn run_thread(shared: &Shared, id: usize) {
     if !wanted {
       return shared.retire(id);
     }
-  }
-}
-
-/// Give the calling thread the lowest CPU priority (nice 19): it still
-/// progresses on a busy machine, behind everything else. Best effort.
-fn lower_priority() {
-  // SAFETY: gettid has no preconditions; setpriority on our own thread id
-  // only changes this thread's nice value (raising it needs no privilege).
-  unsafe {
-    let tid = libc::gettid();
-    libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19);
   }
 }
 
