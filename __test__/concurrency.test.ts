@@ -161,6 +161,29 @@ describe('budgets stay per run', () => {
   })
 })
 
+describe('caps hold with many runs at once', () => {
+  it('heap and buffer bombs running together each end at their own cap, beside a waiting run that completes', async () => {
+    const m = await mount({ maxOldGenerationSizeMb: 32, maxExternalMemoryMb: 16, computeMs: 20_000 })
+    const answer = gate()
+    const waiting = m.run('return await tools.answer({})', { bindings: tools({ answer: answer.fn }) })
+    await answer.arrived(1)
+    const heap = Array.from({ length: cores + 1 }, () => m.run('const a = []; for (;;) a.push([1, 2, 3, 4, 5, 6, 7, 8])'))
+    const buffers = Array.from({ length: cores + 1 }, () => m.run('const keep = []; for (;;) keep.push(new Uint8Array(1024 * 1024))'))
+    for (const result of await Promise.all(heap)) {
+      expect(result.error?.kind).toBe('worker-exit')
+      expect(result.error?.message).toMatch(/heap limit.*maxOldGenerationSizeMb \(32 MiB\)/)
+    }
+    for (const result of await Promise.all(buffers)) {
+      expect(result.error?.kind).toBe('worker-exit')
+      expect(result.error?.message).toMatch(/external memory limit.*maxExternalMemoryMb \(16 MiB\)/)
+    }
+    answer.open('still here')
+    expect(await waiting).toEqual({ logs: [], value: 'still here' })
+    expect((await m.run('return "next"')).value).toBe('next')
+    await m.dispose()
+  })
+})
+
 describe('admission limits', () => {
   const full = 'dsh-code-runtime-v8: the run queue is full (config.maxQueuedRuns); wait for runs to finish or raise the limit'
 
