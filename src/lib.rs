@@ -27,7 +27,6 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
 use crate::bridge::Bridge;
-use crate::budget::RunBudget;
 use crate::config::RuntimeConfig;
 use crate::control::{lock, RunControl, StopReason};
 use crate::ledger::{Completion, FailureKind, Logs, Output, OutputLedger};
@@ -266,9 +265,6 @@ struct Core {
   live: Mutex<HashMap<u32, Arc<RunControl>>>,
   disposed: AtomicBool,
   max_output_bytes: u64,
-  /// `computeMs` and `maxWallMs`, as every run's budget takes them.
-  compute: std::time::Duration,
-  wall: std::time::Duration,
 }
 
 impl Core {
@@ -333,19 +329,10 @@ impl NativeRuntime {
       wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
     }));
     let max_output_bytes = config.max_output_bytes;
-    let compute = std::time::Duration::from_secs_f64(config.compute_ms / 1000.0);
-    let wall = std::time::Duration::from_secs_f64(config.max_wall_ms / 1000.0);
     let scheduler = Scheduler::start(config, bridge.clone())
       .map_err(|error| Error::new(Status::GenericFailure, format!("starting the scheduler failed: {error}")))?;
-    let core = Arc::new(Core {
-      scheduler,
-      bridge,
-      live: Mutex::default(),
-      disposed: AtomicBool::new(false),
-      max_output_bytes,
-      compute,
-      wall,
-    });
+    let core =
+      Arc::new(Core { scheduler, bridge, live: Mutex::default(), disposed: AtomicBool::new(false), max_output_bytes });
     // At environment teardown (process exit, worker exit) stop and join
     // every thread: no isolate thread may outlive the environment that owns it.
     env.add_env_cleanup_hook(core.clone(), |core| core.shutdown(StopReason::Disposed))?;
@@ -364,10 +351,8 @@ impl NativeRuntime {
       .map_err(|error| Error::new(Status::InvalidArg, format!("invalid bindings descriptor: {error}")))?;
     let function_counts = descriptor.namespaces.iter().map(|ns| ns.functions.len() as u32).collect();
     let (deferred, promise) = env.create_deferred::<NativeRunResult, Resolver<NativeRunResult>>()?;
-    let scheduler = &self.core.scheduler;
-    let control = Arc::new(RunControl::new(Some(scheduler.stop_listener())));
-    let budget = Arc::new(RunBudget::new(control.clone(), self.core.compute, self.core.wall, scheduler.observer()));
-    lock(&self.core.live).insert(run_id, control);
+    let budget = self.core.scheduler.new_budget();
+    lock(&self.core.live).insert(run_id, budget.control().clone());
     let core = Arc::downgrade(&self.core);
     let submission = Submission {
       job: RunJob { run_id, program, bindings_json, function_counts, budget },

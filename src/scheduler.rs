@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use crate::bridge::Bridge;
 use crate::budget::{self, Phase, PhaseObserver, RunBudget};
 use crate::config::RuntimeConfig;
-use crate::control::lock;
+use crate::control::{lock, RunControl};
 use crate::isolate::PreparedIsolate;
 use crate::ledger::{Completion, FailureKind, Output, OutputLedger};
 use crate::run::{execute, finish_stopped, RunContext, RunJob};
@@ -272,23 +272,27 @@ impl Scheduler {
     }
   }
 
-  /// The phase observer every run's budget reports to.
-  pub fn observer(&self) -> Arc<dyn PhaseObserver> {
-    self.shared.occupancy.clone()
-  }
-
-  /// What a run's stop switch calls after every stop: a run stopped while
-  /// queued is finished at once by the scheduler thread.
-  pub fn stop_listener(&self) -> Arc<dyn Fn() + Send + Sync> {
+  /// The budget of a run submitted now, from this runtime's `computeMs`
+  /// and `maxWallMs`. Its phases are reported to the scheduler, and its
+  /// stop switch tells the scheduler after every stop, so that a run
+  /// stopped while still queued is finished at once.
+  pub fn new_budget(&self) -> Arc<RunBudget> {
     let shared = Arc::downgrade(&self.shared);
-    Arc::new(move || {
+    let on_stop: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
       if let Some(shared) = shared.upgrade() {
         if shared.occupancy.queued.load(Ordering::Acquire) > 0 {
           shared.occupancy.reap.store(true, Ordering::Release);
           shared.occupancy.doorbell.ring();
         }
       }
-    })
+    });
+    let config = &self.shared.config;
+    Arc::new(RunBudget::new(
+      Arc::new(RunControl::new(Some(on_stop))),
+      Duration::from_secs_f64(config.compute_ms / 1000.0),
+      Duration::from_secs_f64(config.max_wall_ms / 1000.0),
+      self.shared.occupancy.clone(),
+    ))
   }
 
   /// Queue a run (admitting it at once when it may start). Refused (handed
