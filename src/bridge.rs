@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::control::lock;
 use crate::budget;
+use crate::control::lock;
 
 /// One call from a program to a host function.
 #[derive(Debug)]

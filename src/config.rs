@@ -60,9 +60,8 @@ impl RuntimeConfig {
   /// host and to runs whose heaps grow (each 256 KiB heap page is a
   /// mapping of its own).
   pub fn check_machine_limits(&self) -> Result<(), String> {
-    let Some(max_map_count) = std::fs::read_to_string("/proc/sys/vm/max_map_count")
-      .ok()
-      .and_then(|text| text.trim().parse::<usize>().ok())
+    let Some(max_map_count) =
+      std::fs::read_to_string("/proc/sys/vm/max_map_count").ok().and_then(|text| text.trim().parse::<usize>().ok())
     else {
       return Ok(());
     };

@@ -243,7 +243,10 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
 /// due timers before it reports rejections within a turn, so a turn that
 /// starts after a short timer is due would otherwise let the timer's
 /// continuation settle the run first.
-async fn drive(isolate: &mut PreparedIsolate, promise: v8::Global<v8::Value>) -> Result<(), deno_core::error::CoreError> {
+async fn drive(
+  isolate: &mut PreparedIsolate,
+  promise: v8::Global<v8::Value>,
+) -> Result<(), deno_core::error::CoreError> {
   let settled = isolate.runtime.resolve(promise);
   let first = std::future::poll_fn(|cx| {
     std::task::Poll::Ready(isolate.runtime.poll_event_loop(cx, PollEventLoopOptions::default()))
