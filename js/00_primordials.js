@@ -32,6 +32,9 @@
   p.ReflectConstruct = Reflect.construct;
   p.FunctionPrototypeCall = FunctionPrototypeCall;
   p.FunctionPrototypeToString = uncurryThis(Function.prototype.toString);
+  // 09_memory_caps.js replaces Function.prototype.toString (so that its
+  // proxies print as the built-ins they stand for); it needs the object.
+  p.FunctionPrototype = Function.prototype;
 
   p.Object = Object;
   p.ObjectPrototype = Object.prototype;
@@ -238,6 +241,10 @@
     Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "byteLength").get,
   );
   p.SharedArrayBuffer = globalThis.SharedArrayBuffer;
+  // The two prototypes whose methods copy a whole string into ICU memory
+  // (09_memory_caps.js checks them); %Segments% has no global name.
+  p.IntlSegmenterPrototype = Intl.Segmenter.prototype;
+  p.IntlSegmentsPrototype = Object.getPrototypeOf(new Intl.Segmenter().segment(""));
   p.Uint8Array = Uint8Array;
   p.Uint16Array = Uint16Array;
   p.Uint32Array = Uint32Array;
@@ -283,6 +290,8 @@
     "op_dsh_url_parse",
     "op_dsh_url_set",
     "op_dsh_preview_entries",
+    "op_dsh_memory_check",
+    "op_dsh_charge_shared_memory",
   ]) {
     ops[name] = coreOps[name];
   }

@@ -44,7 +44,11 @@
   function structuredClone(value, options = undefined) {
     if (arguments.length === 0) throw new TypeError('The "value" argument must be specified');
     try {
-      return coreStructuredClone(value);
+      const clone = coreStructuredClone(value);
+      // A clone of a resizable ArrayBuffer is committed by V8 itself,
+      // outside the capped allocator (09_memory_caps.js).
+      if (!ops.op_dsh_memory_check()) throw new p.RangeError("Array buffer allocation failed");
+      return clone;
     } catch (error) {
       throw dsh.domException(error && error.message, "DataCloneError", structuredClone);
     }

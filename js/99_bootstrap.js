@@ -255,6 +255,7 @@
   /** Strip every internal handle from the global and hand back the driver. */
   function seal() {
     const g = globalThis;
+    dsh.capSharedArrayBuffer();
     g.console = dsh.makeConsole();
     ObjectDefineProperty(g, "process", { __proto__: null, value: dsh.makeProcess(), writable: true, configurable: true, enumerable: false });
     const globals = dsh.webGlobals;

@@ -1,56 +1,23 @@
-//! A capped ArrayBuffer allocator: memory outside the V8 heap (ArrayBuffer
-//! and typed-array backing stores) counted per isolate and refused past the
-//! external-memory cap. A refusal stops the run (`worker-exit`), so a
-//! program cannot catch the RangeError and carry on probing.
+//! The V8 ArrayBuffer allocator of an isolate: backing stores (ArrayBuffer,
+//! typed arrays, non-growable SharedArrayBuffer) reserved against the
+//! isolate's external-memory account (`external_memory.rs`) before they
+//! are allocated. A refused reservation is a null block: V8 collects
+//! garbage, retries, and throws a `RangeError` if it is still refused; the
+//! account's pressure check then stops the run.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use deno_core::v8;
 
-use crate::control::{lock, RunControl, StopReason};
+use crate::external_memory::ExternalMemory;
 
-/// Per-isolate accounting of backing-store memory.
-pub struct ExternalMemory {
-  limit: usize,
-  used: AtomicUsize,
-  run: Mutex<Option<Arc<RunControl>>>,
-}
-
-impl ExternalMemory {
-  pub fn new(limit: usize) -> Arc<Self> {
-    Arc::new(ExternalMemory { limit, used: AtomicUsize::new(0), run: Mutex::new(None) })
-  }
-
-  /// The run to stop when the cap is crossed.
-  pub fn attach(&self, run: Option<Arc<RunControl>>) {
-    *lock(&self.run) = run;
-  }
-
-  /// A V8 allocator that charges this account.
-  pub fn allocator(self: &Arc<Self>) -> v8::UniqueRef<v8::Allocator> {
-    let handle = Arc::into_raw(self.clone());
-    // SAFETY: `handle` stays valid until V8 calls `drop_handle`, which
-    // releases exactly the reference created by `Arc::into_raw` above.
-    unsafe { v8::new_rust_allocator(handle, &VTABLE) }
-  }
-
-  fn reserve(&self, len: usize) -> bool {
-    let mut used = self.used.load(Ordering::Relaxed);
-    loop {
-      let Some(next) = used.checked_add(len).filter(|next| *next <= self.limit) else {
-        if let Some(run) = lock(&self.run).as_ref() {
-          run.stop(StopReason::ExternalMemory);
-        }
-        return false;
-      };
-      match self.used.compare_exchange_weak(used, next, Ordering::Relaxed, Ordering::Relaxed) {
-        Ok(_) => return true,
-        Err(actual) => used = actual,
-      }
-    }
-  }
+/// A V8 allocator that charges `account`.
+pub fn capped_allocator(account: &Arc<ExternalMemory>) -> v8::UniqueRef<v8::Allocator> {
+  let handle = Arc::into_raw(account.clone());
+  // SAFETY: `handle` stays valid until V8 calls `drop_handle`, which
+  // releases exactly the reference created by `Arc::into_raw` above.
+  unsafe { v8::new_rust_allocator(handle, &VTABLE) }
 }
 
 static VTABLE: v8::RustAllocatorVtable<ExternalMemory> =
@@ -60,7 +27,7 @@ static VTABLE: v8::RustAllocatorVtable<ExternalMemory> =
 /// returns it to the OS: a program that churns big buffers cannot leave the
 /// host process fragmented (glibc raises its own mmap threshold after the
 /// first large free and would then serve such blocks from its arenas).
-const MAPPED_BLOCK: usize = 64 * 1024;
+pub const MAPPED_BLOCK: usize = 64 * 1024;
 
 /// A zeroed block of `len` bytes, or null.
 fn obtain(len: usize, zeroed: bool) -> *mut c_void {
@@ -93,7 +60,7 @@ fn allocate_block(account: &ExternalMemory, len: usize, zeroed: bool) -> *mut c_
   }
   let block = obtain(len, zeroed);
   if block.is_null() {
-    account.used.fetch_sub(len, Ordering::Relaxed);
+    account.release(len);
   }
   block
 }
@@ -117,10 +84,10 @@ unsafe extern "C" fn free(account: &ExternalMemory, data: *mut c_void, len: usiz
     // SAFETY: smaller blocks came from calloc/malloc in `obtain`.
     unsafe { libc::free(data) };
   }
-  account.used.fetch_sub(len, Ordering::Relaxed);
+  account.release(len);
 }
 
 unsafe extern "C" fn drop_handle(account: *const ExternalMemory) {
-  // SAFETY: releases the reference leaked by `Arc::into_raw` in `allocator()`.
+  // SAFETY: releases the reference leaked by `Arc::into_raw` in `capped_allocator()`.
   drop(unsafe { Arc::from_raw(account) });
 }

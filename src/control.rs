@@ -25,7 +25,7 @@ pub enum StopReason {
   WallCeiling,
   /// The isolate reached its heap cap.
   HeapLimit,
-  /// ArrayBuffer memory reached the external-memory cap.
+  /// Memory outside the heap (buffers, ICU) reached the external-memory cap.
   ExternalMemory,
   /// The program called `process.exit(code)`.
   Exit(i32),

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use deno_core::{v8, JsRuntime, ModuleLoadResponse, ModuleLoader, ModuleSpecifier, RuntimeOptions};
 use deno_error::JsErrorBox;
 
-use crate::allocator::ExternalMemory;
+use crate::allocator::capped_allocator;
 use crate::config::RuntimeConfig;
+use crate::external_memory::ExternalMemory;
 use crate::sandbox_ext::dsh_sandbox;
 
 static SNAPSHOT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/SANDBOX_SNAPSHOT.bin"));
@@ -27,6 +28,9 @@ pub struct PreparedIsolate {
   /// `releaseTimerCallbacks()`: runs the timer callbacks held back while
   /// the program's synchronous part's rejections were being reported.
   pub release_timers: v8::Global<v8::Function>,
+  /// Memory outside the heap held for the program. Declared after
+  /// `runtime` so that it is dropped after the isolate: the account's
+  /// interrupts point at it (external_memory.rs).
   pub external_memory: Arc<ExternalMemory>,
 }
 
@@ -65,7 +69,7 @@ impl PreparedIsolate {
     let heap_bytes = (config.max_old_generation_size_mb * MIB) as usize;
     let params = v8::CreateParams::default()
       .heap_limits(0, heap_bytes)
-      .array_buffer_allocator(external_memory.allocator())
+      .array_buffer_allocator(capped_allocator(&external_memory))
       .allow_atomics_wait(false);
     let mut runtime = JsRuntime::try_new(RuntimeOptions {
       startup_snapshot: Some(SNAPSHOT),
@@ -78,6 +82,7 @@ impl PreparedIsolate {
       ..Default::default()
     })
     .map_err(|error| format!("creating an isolate failed: {error}"))?;
+    external_memory.bind_isolate(runtime.v8_isolate().thread_safe_handle());
     let sealed = runtime
       .execute_script("ext:dsh_sandbox/seal.js", "__dsh.seal()")
       .map_err(|error| format!("sealing an isolate failed: {error}"))?;

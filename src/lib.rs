@@ -9,6 +9,8 @@ mod bridge;
 mod budget;
 mod config;
 mod control;
+mod external_memory;
+mod icu_memory;
 mod isolate;
 pub mod ledger;
 mod platform;
@@ -317,7 +319,7 @@ impl NativeRuntime {
     };
     config.validate().map_err(|message| Error::new(Status::InvalidArg, message))?;
     config.check_machine_limits().map_err(|message| Error::new(Status::InvalidArg, message))?;
-    platform::ensure_initialized();
+    platform::ensure_initialized().map_err(|message| Error::new(Status::GenericFailure, message))?;
 
     let bridge = Arc::new(Bridge::default());
     let weak_bridge = Arc::downgrade(&bridge);

@@ -7,10 +7,22 @@
 //! `-z nodelete` so it stays mapped until the process ends. Loading the
 //! addon again from a worker thread shares this same initialisation.
 
-use std::sync::Once;
+use std::sync::OnceLock;
 
-static INIT: Once = Once::new();
+use crate::icu_memory;
 
-pub fn ensure_initialized() {
-  INIT.call_once(|| deno_core::JsRuntime::init_platform(None));
+static INIT: OnceLock<Result<(), String>> = OnceLock::new();
+
+/// Initialise V8 (and, before it, ICU's allocator) once; every later call
+/// returns the first call's outcome.
+pub fn ensure_initialized() -> Result<(), String> {
+  INIT
+    .get_or_init(|| {
+      // ICU must get its allocator before its first use, which V8's
+      // initialisation makes.
+      icu_memory::install()?;
+      deno_core::JsRuntime::init_platform(None);
+      Ok(())
+    })
+    .clone()
 }

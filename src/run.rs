@@ -14,6 +14,8 @@ use crate::bridge::{Bridge, Mailbox};
 use crate::budget::RunBudget;
 use crate::config::RuntimeConfig;
 use crate::control::{RunControl, StopReason};
+use crate::external_memory::ExternalMemory;
+use crate::icu_memory::ChargeIcu;
 use crate::isolate::PreparedIsolate;
 use crate::ledger::{FailureKind, Output, OutputLedger};
 use crate::sandbox_ext::{HostSlot, RepliesFuture, ReplyBatch, SandboxHost, Settlement};
@@ -51,6 +53,7 @@ struct RunHost {
   ledger: RefCell<Option<OutputLedger>>,
   settlement: RefCell<Option<(Settlement, Vec<u16>)>>,
   started: Instant,
+  external_memory: Arc<ExternalMemory>,
 }
 
 impl SandboxHost for RunHost {
@@ -105,6 +108,24 @@ impl SandboxHost for RunHost {
   fn now_ms(&self) -> f64 {
     self.started.elapsed().as_secs_f64() * 1000.0
   }
+
+  fn memory_check(&self, isolate: &mut v8::Isolate) -> bool {
+    self.external_memory.check(isolate)
+  }
+
+  fn charge_shared_memory(&self, bytes: f64) -> Option<Box<dyn FnOnce()>> {
+    // A maximum is a safe integer no larger than the address space (V8
+    // refused the buffer otherwise); anything else is refused here too.
+    if !(bytes.is_finite() && bytes >= 0.0 && bytes <= usize::MAX as f64) {
+      return None;
+    }
+    let bytes = bytes as usize;
+    if !self.external_memory.reserve(bytes) {
+      return None;
+    }
+    let account = self.external_memory.clone();
+    Some(Box::new(move || account.release(bytes)))
+  }
 }
 
 /// The failure a stop reason reports.
@@ -128,7 +149,7 @@ fn stop_failure(reason: &StopReason, config: &RuntimeConfig) -> (FailureKind, Ve
     StopReason::ExternalMemory => (
       FailureKind::WorkerExit,
       utf16(&format!(
-        "external memory limit reached: ArrayBuffer memory exceeded maxExternalMemoryMb ({} MiB)",
+        "external memory limit reached: memory outside the heap (ArrayBuffers, Intl objects) exceeded maxExternalMemoryMb ({} MiB)",
         config.max_external_memory_mb
       )),
     ),
@@ -150,7 +171,22 @@ pub fn finish_stopped(ledger: OutputLedger, reason: &StopReason, config: &Runtim
 /// An isolate that has run a program. It is never reused, terminated or
 /// not; the run thread disposes of it after delivering the result, so that
 /// isolate teardown is off the run's critical path.
-pub struct SpentIsolate(#[allow(dead_code, reason = "held only to be dropped after delivery")] PreparedIsolate);
+pub struct SpentIsolate(PreparedIsolate);
+
+impl SpentIsolate {
+  /// Dispose of the isolate. Returns the most memory the run made the
+  /// process's allocator hold for it at once (ICU and small buffers
+  /// through the account, V8's own zones and tables through its
+  /// statistics): the caller's hint for returning freed memory to the OS.
+  /// V8's heap pages and large buffers are mappings of their own, unmapped
+  /// here, so they do not count.
+  pub fn dispose(mut self) -> usize {
+    let v8_malloced = self.0.runtime.v8_isolate().get_heap_statistics().peak_malloced_memory();
+    let outside = self.0.external_memory.peak();
+    drop(self);
+    v8_malloced.saturating_add(outside)
+  }
+}
 
 /// Execute one run on `isolate`.
 pub async fn execute(isolate: PreparedIsolate, job: &RunJob, context: &RunContext<'_>) -> (Output, SpentIsolate) {
@@ -180,14 +216,21 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
     ledger: RefCell::new(Some(ledger)),
     settlement: RefCell::new(None),
     started: Instant::now(),
+    external_memory: isolate.external_memory.clone(),
   });
   isolate.runtime.op_state().borrow_mut().put(HostSlot(host.clone()));
   isolate.external_memory.attach(Some(control.clone()));
+  let icu_charged = ChargeIcu::to(&isolate.external_memory);
   control.attach_isolate(Some(isolate.runtime.v8_isolate().thread_safe_handle()));
   {
     let control = control.clone();
+    let external_memory = isolate.external_memory.clone();
     isolate.runtime.add_near_heap_limit_callback(move |current, _initial| {
-      control.stop(StopReason::HeapLimit);
+      // V8 also calls this as the last resort of a backing-store
+      // allocation that the external-memory cap refused: that run hit the
+      // external cap, not the heap's.
+      let reason = if external_memory.refusal_stands() { StopReason::ExternalMemory } else { StopReason::HeapLimit };
+      control.stop(reason);
       // Grant headroom so V8 unwinds the termination instead of aborting
       // the whole process on an out-of-memory fatal error.
       current.saturating_mul(2)
@@ -209,6 +252,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
   drop(metering);
   context.bridge.close(job.run_id);
   control.attach_isolate(None);
+  drop(icu_charged);
   isolate.external_memory.attach(None);
   let ledger = host.ledger.borrow_mut().take().unwrap_or_else(|| OutputLedger::new(config.max_output_bytes));
   let settlement = host.settlement.borrow_mut().take();

@@ -77,6 +77,14 @@ pub trait SandboxHost {
   fn exit(&self, code: i32);
   /// Milliseconds since the run started (`performance.now`).
   fn now_ms(&self) -> f64;
+  /// Check the memory the program holds outside the heap against its cap,
+  /// collecting garbage first if it is over; false (and the run stopped)
+  /// if it is still over.
+  fn memory_check(&self, isolate: &mut v8::Isolate) -> bool;
+  /// Charge `bytes` of shared memory; the returned function gives them
+  /// back. `None` past the cap (the run is stopped unless a later charge
+  /// fits).
+  fn charge_shared_memory(&self, bytes: f64) -> Option<Box<dyn FnOnce()>>;
 }
 
 /// The slot in `OpState` that holds the current run's host.
@@ -143,6 +151,63 @@ fn op_dsh_now(state: &mut OpState) -> Result<f64, JsErrorBox> {
 }
 
 /// Fill `buffer` from the kernel's CSPRNG (crypto.getRandomValues).
+/// After a built-in that holds memory outside the allocator's view
+/// (js/09_memory_caps.js): is the program still within its cap? Outside a
+/// run there is nothing to check.
+///
+/// Not a fast call: the check may collect garbage, which V8's fast API
+/// calls must never do.
+#[op2(nofast)]
+fn op_dsh_memory_check(state: &mut OpState, scope: &mut v8::PinScope) -> bool {
+  match state.try_borrow::<HostSlot>() {
+    Some(slot) => slot.0.memory_check(scope),
+    None => true,
+  }
+}
+
+/// The charges of the growable SharedArrayBuffers a program holds: each
+/// is given back when its buffer is collected (a SharedArrayBuffer cannot
+/// be cloned here, so its memory dies with its one object).
+#[derive(Default)]
+struct SharedMemoryCharges(Vec<v8::Weak<v8::Object>>);
+
+/// A growable SharedArrayBuffer's maximum, charged when it is made and
+/// given back when it is collected. A refused charge collects garbage
+/// and tries once more before the run is stopped.
+#[op2(nofast)]
+fn op_dsh_charge_shared_memory(
+  state: &mut OpState,
+  scope: &mut v8::PinScope,
+  buffer: v8::Local<v8::Object>,
+  bytes: f64,
+) -> bool {
+  let Some(host) = state.try_borrow::<HostSlot>().map(|slot| slot.0.clone()) else {
+    return true;
+  };
+  let release = match host.charge_shared_memory(bytes) {
+    Some(release) => release,
+    None => {
+      scope.low_memory_notification();
+      match host.charge_shared_memory(bytes) {
+        Some(release) => release,
+        None => return false,
+      }
+    }
+  };
+  let weak = v8::Weak::with_finalizer(scope, buffer, Box::new(move |_| release()));
+  let charges = state.try_borrow_mut::<SharedMemoryCharges>();
+  let charges = match charges {
+    Some(charges) => charges,
+    None => {
+      state.put(SharedMemoryCharges::default());
+      state.borrow_mut::<SharedMemoryCharges>()
+    }
+  };
+  charges.0.retain(|weak| !weak.is_empty());
+  charges.0.push(weak);
+  true
+}
+
 #[op2(fast)]
 fn op_dsh_random(#[buffer] buffer: &mut [u8]) -> Result<(), JsErrorBox> {
   let mut filled = 0;
@@ -266,6 +331,8 @@ deno_core::extension!(
     op_dsh_url_parse,
     op_dsh_url_set,
     op_dsh_preview_entries,
+    op_dsh_memory_check,
+    op_dsh_charge_shared_memory,
   ],
   js = [
     dir "js",
@@ -279,6 +346,7 @@ deno_core::extension!(
     "06_url.js",
     "07_crypto.js",
     "08_process.js",
+    "09_memory_caps.js",
     "99_bootstrap.js",
   ],
   // Built-in ops a program has no business reaching, disabled even though

@@ -1,0 +1,134 @@
+// Copyright the dsh-code-runtime-v8 authors. MIT license.
+// The built-ins that make V8 hold memory outside its heap without asking
+// the isolate's ArrayBuffer allocator, checked against the program's
+// external-memory cap right after each call (op_dsh_memory_check; the
+// routes and their bounds: README, "Memory containment").
+//
+// - Resizable ArrayBuffers: V8 reserves their maximum and commits pages on
+//   `resize` itself. V8 counts their committed length as external memory;
+//   the check reads that count, so a buffer resized past the cap stops the
+//   run before the program can touch its pages.
+// - Growable SharedArrayBuffers: not counted by V8 at all (shared memory
+//   has no one owner); each is charged its maxByteLength when made, and
+//   given back when the buffer is collected.
+// - Intl objects: ICU memory, charged by the addon's ICU allocator, that
+//   only a GC frees; V8 does not count it towards its GC heuristics. The
+//   check collects garbage when the account is over the cap, so a loop
+//   making short-lived Intl objects is not mistaken for one that keeps
+//   them.
+//
+// The addon also checks from an interrupt whenever ICU memory crosses the
+// cap; checking here, synchronously, bounds the overshoot by one call's
+// worth of memory, where an interrupt can come thousands of loop
+// iterations late in interpreted code.
+//
+// Proxies keep each built-in's identity as far as a program can see:
+// name, length, prototype, `instanceof`, subclassing through `new.target`,
+// the same TypeError when a constructor is called without `new`, and
+// (through Function.prototype.toString, itself proxied) the built-in's
+// own source text.
+"use strict";
+
+((globalThis) => {
+  const dsh = globalThis.__dsh;
+  const { primordials: p, ops } = dsh;
+  const { Proxy, RangeError, ReflectApply, ReflectConstruct, ObjectDefineProperty, ObjectGetOwnPropertyDescriptor } = p;
+
+  /** Throws once the program is over its cap (the run is then stopped). */
+  function checked(result) {
+    if (!ops.op_dsh_memory_check()) {
+      throw new RangeError("Array buffer allocation failed");
+    }
+    return result;
+  }
+
+  /** Each proxy here, to the built-in it stands for. */
+  const targets = new p.WeakMap();
+
+  /** Replace the built-in `owner[key]` by `proxy`, keeping its attributes. */
+  function replace(owner, key, proxy) {
+    const descriptor = ObjectGetOwnPropertyDescriptor(owner, key);
+    p.WeakMapPrototypeSet(targets, proxy, descriptor.value);
+    descriptor.value = proxy;
+    ObjectDefineProperty(owner, key, descriptor);
+  }
+
+  // `Function.prototype.toString` of a proxy is "function () { [native
+  // code] }"; of the built-in it stands for, its own name.
+  replace(
+    p.FunctionPrototype,
+    "toString",
+    new Proxy(p.FunctionPrototype.toString, {
+      __proto__: null,
+      apply(target, receiver, args) {
+        const builtin = p.WeakMapPrototypeGet(targets, receiver);
+        return ReflectApply(target, builtin === undefined ? receiver : builtin, args);
+      },
+    }),
+  );
+
+  /** A constructor whose instances are checked after construction. */
+  function checkedConstructor(owner, key, afterConstruct = checked) {
+    const target = owner[key];
+    const proxy = new Proxy(target, {
+      __proto__: null,
+      construct(target, args, newTarget) {
+        return afterConstruct(ReflectConstruct(target, args, newTarget === proxy ? target : newTarget));
+      },
+      apply(target, receiver, args) {
+        return afterConstruct(ReflectApply(target, receiver, args));
+      },
+    });
+    replace(owner, key, proxy);
+    const descriptor = ObjectGetOwnPropertyDescriptor(target.prototype, "constructor");
+    descriptor.value = proxy;
+    ObjectDefineProperty(target.prototype, "constructor", descriptor);
+  }
+
+  /** A method whose results are checked after each call. */
+  function checkedMethod(owner, key) {
+    const target = owner[key];
+    replace(
+      owner,
+      key,
+      new Proxy(target, {
+        __proto__: null,
+        apply(target, receiver, args) {
+          return checked(ReflectApply(target, receiver, args));
+        },
+      }),
+    );
+  }
+
+  checkedConstructor(globalThis, "ArrayBuffer");
+  checkedMethod(p.ArrayBuffer.prototype, "resize");
+  checkedMethod(p.ArrayBuffer.prototype, "transfer");
+
+  // SharedArrayBuffer joins the global only when an isolate is made from
+  // the snapshot, so the seal (99_bootstrap.js) caps it then. Its getters
+  // are captured at that moment, before any program code can redefine
+  // them.
+  dsh.capSharedArrayBuffer = () => {
+    const SharedArrayBuffer = globalThis.SharedArrayBuffer;
+    if (SharedArrayBuffer === undefined) return;
+    const getter = (key) => p.uncurryThis(ObjectGetOwnPropertyDescriptor(SharedArrayBuffer.prototype, key).get);
+    const growable = getter("growable");
+    const maxByteLength = getter("maxByteLength");
+    checkedConstructor(globalThis, "SharedArrayBuffer", (buffer) => {
+      if (growable(buffer) && !ops.op_dsh_charge_shared_memory(buffer, maxByteLength(buffer))) {
+        throw new RangeError("Array buffer allocation failed");
+      }
+      return buffer;
+    });
+  };
+
+  const Intl = globalThis.Intl;
+  for (const key of p.ReflectOwnKeys(Intl)) {
+    const value = Intl[key];
+    if (typeof value === "function" && value.prototype !== undefined) {
+      checkedConstructor(Intl, key);
+    }
+  }
+  checkedMethod(p.IntlSegmenterPrototype, "segment");
+  checkedMethod(p.IntlSegmentsPrototype, p.SymbolIterator);
+})(globalThis);

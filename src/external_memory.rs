@@ -1,0 +1,180 @@
+//! One isolate's account of the memory outside its V8 heap that a program
+//! makes the process hold: ArrayBuffer backing stores (through the capped
+//! allocator, `allocator.rs`), resizable and growable buffers (charged
+//! their reserved maximum by the bootstrap, `js/09_memory.js`), and ICU's
+//! allocations behind `Intl` and the locale-sensitive string methods
+//! (`icu_memory.rs`). Every route is counted against the one cap,
+//! `maxExternalMemoryMb`. docs: the README's "Memory containment" section
+//! lists the routes and how each is bounded.
+//!
+//! Two kinds of charge, because the routes differ in what may fail:
+//! - A *reservation* can be refused: V8 turns a refused backing store into
+//!   a `RangeError` after collecting garbage and retrying, and the bootstrap
+//!   throws for a refused resizable buffer.
+//! - A *charge* never fails: ICU treats a failed allocation as fatal in
+//!   places, so its allocations always succeed and crossing the cap is
+//!   dealt with at the isolate's next interrupt check, a few bytecodes
+//!   later.
+//!
+//! Either way the run is stopped only from the pressure check, which runs
+//! on the isolate's thread between bytecodes (`Isolate::RequestInterrupt`):
+//! it first collects garbage, because an Intl object or buffer the program
+//! dropped is freed only by a GC, and V8 does not count ICU memory towards
+//! its own GC heuristics. A program over the cap after that is stopped
+//! (`worker-exit`), so it cannot catch the `RangeError` and probe on.
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use deno_core::v8;
+
+use crate::control::{lock, RunControl, StopReason};
+
+/// Per-isolate accounting of memory held outside the V8 heap.
+pub struct ExternalMemory {
+  limit: usize,
+  used: AtomicUsize,
+  /// The most `used` has been: decides whether the allocator's free
+  /// memory is worth returning to the OS once the isolate is gone.
+  peak: AtomicUsize,
+  /// A reservation was refused and no reservation has succeeded since:
+  /// V8's retries (each after a GC) all failed, so the program got a
+  /// `RangeError`.
+  refused: AtomicBool,
+  /// A pressure check is requested and has not run yet.
+  check_pending: AtomicBool,
+  isolate: OnceLock<v8::IsolateHandle>,
+  run: Mutex<Option<Arc<RunControl>>>,
+}
+
+impl ExternalMemory {
+  pub fn new(limit: usize) -> Arc<Self> {
+    Arc::new(ExternalMemory {
+      limit,
+      used: AtomicUsize::new(0),
+      peak: AtomicUsize::new(0),
+      refused: AtomicBool::new(false),
+      check_pending: AtomicBool::new(false),
+      isolate: OnceLock::new(),
+      run: Mutex::new(None),
+    })
+  }
+
+  /// The isolate whose memory this is; pressure checks interrupt it.
+  pub fn bind_isolate(&self, isolate: v8::IsolateHandle) {
+    let _ = self.isolate.set(isolate);
+  }
+
+  /// The run to stop when the cap is crossed.
+  pub fn attach(&self, run: Option<Arc<RunControl>>) {
+    *lock(&self.run) = run;
+  }
+
+  /// Bytes counted now.
+  pub fn used(&self) -> usize {
+    self.used.load(Ordering::Relaxed)
+  }
+
+  /// The most bytes counted at once since the account was made.
+  pub fn peak(&self) -> usize {
+    self.peak.load(Ordering::Relaxed)
+  }
+
+  /// A reservation was refused and none has succeeded since.
+  pub fn refusal_stands(&self) -> bool {
+    self.refused.load(Ordering::Relaxed)
+  }
+
+  /// Count `len` bytes if they fit under the cap; false (and a pressure
+  /// check requested) if not.
+  pub fn reserve(&self, len: usize) -> bool {
+    let mut used = self.used.load(Ordering::Relaxed);
+    loop {
+      let Some(next) = used.checked_add(len).filter(|next| *next <= self.limit) else {
+        self.refused.store(true, Ordering::Relaxed);
+        self.request_check();
+        return false;
+      };
+      match self.used.compare_exchange_weak(used, next, Ordering::Relaxed, Ordering::Relaxed) {
+        Ok(_) => {
+          self.refused.store(false, Ordering::Relaxed);
+          self.peak.fetch_max(next, Ordering::Relaxed);
+          return true;
+        }
+        Err(actual) => used = actual,
+      }
+    }
+  }
+
+  /// Count `len` bytes that are already allocated; past the cap a
+  /// pressure check is requested.
+  pub fn charge(&self, len: usize) {
+    let next = self.used.fetch_add(len, Ordering::Relaxed).saturating_add(len);
+    self.peak.fetch_max(next, Ordering::Relaxed);
+    if next > self.limit {
+      self.request_check();
+    }
+  }
+
+  /// Stop counting `len` bytes (freed, or a reservation given back).
+  pub fn release(&self, len: usize) {
+    self.used.fetch_sub(len, Ordering::Relaxed);
+  }
+
+  fn request_check(&self) {
+    if self.check_pending.swap(true, Ordering::AcqRel) {
+      return;
+    }
+    let Some(isolate) = self.isolate.get() else {
+      self.check_pending.store(false, Ordering::Release);
+      return;
+    };
+    let data = self as *const ExternalMemory as *mut c_void;
+    if !isolate.request_interrupt(pressure_check, data) {
+      // The isolate is gone: nothing runs in it that could need stopping.
+      self.check_pending.store(false, Ordering::Release);
+    }
+  }
+
+  /// On the isolate's thread, between bytecodes: is the program within
+  /// its cap? Collects garbage first if it looks over, then stops the run
+  /// (and returns false) if it still is, or if a refusal stood.
+  ///
+  /// "Over" also counts V8's own tally of non-shared ArrayBuffer memory,
+  /// which includes what resizable buffers have committed (V8 commits
+  /// their pages itself, outside the allocator); each tally is held to the
+  /// cap on its own, so together they can reach twice the cap at most.
+  pub fn check(&self, isolate: &mut v8::Isolate) -> bool {
+    self.check_pending.store(false, Ordering::Release);
+    let over = |isolate: &mut v8::Isolate| {
+      self.used() > self.limit || isolate.get_heap_statistics().external_memory() > self.limit
+    };
+    if over(isolate) {
+      // Synchronous: finalizers of dropped Intl objects and buffers run
+      // within this call, so what is counted after it is what the program
+      // still holds.
+      isolate.low_memory_notification();
+    }
+    if over(isolate) || self.refused.load(Ordering::Relaxed) {
+      if let Some(run) = lock(&self.run).as_ref() {
+        run.stop(StopReason::ExternalMemory);
+      }
+      return false;
+    }
+    true
+  }
+}
+
+/// The interrupt callback of a pressure check.
+unsafe extern "C" fn pressure_check(mut isolate: v8::UnsafeRawIsolatePtr, data: *mut c_void) {
+  // SAFETY: `data` is the account that requested the check. Interrupts
+  // run only while the isolate is alive, and every isolate's account is
+  // held by its `PreparedIsolate` beside the runtime and dropped after it
+  // (field order there), so the account outlives every interrupt.
+  let account = unsafe { &*(data as *const ExternalMemory) };
+  // SAFETY: V8 passes the interrupted isolate, on its own thread, between
+  // bytecodes: the one place where it may be used (and collect garbage).
+  let isolate = unsafe { v8::Isolate::ref_from_raw_isolate_ptr_mut(&mut isolate) };
+  account.check(isolate);
+}
