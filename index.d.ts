@@ -176,4 +176,16 @@ export interface NativeStats {
   refused: number
   /** CPU time charged to programs (finished and in flight), in ms. */
   cpuMs: number
+  /**
+   * Isolates disposed of after their runs. A run's result is delivered
+   * first; its isolate counts here once its thread is done with it,
+   * freed memory returned to the OS included.
+   */
+  isolatesDisposed: number
+  /**
+   * Times freed memory was returned to the OS: after a run that held
+   * 16 MiB or more outside V8's own mappings or was stopped at a memory
+   * cap, and once the runtime has been idle for 250 ms after other runs.
+   */
+  memoryReturns: number
 }

@@ -113,8 +113,16 @@ impl SandboxHost for RunHost {
     self.external_memory.check(isolate)
   }
 
-  fn charge_shared_memory(&self, bytes: f64) -> Option<Box<dyn FnOnce()>> {
-    // A maximum is a safe integer no larger than the address space (V8
+  fn admit_transient_memory(&self, bytes: usize) -> bool {
+    let admitted = self.external_memory.reserve(bytes);
+    if admitted {
+      self.external_memory.release(bytes);
+    }
+    admitted
+  }
+
+  fn charge_external_memory(&self, bytes: f64) -> Option<Box<dyn FnOnce()>> {
+    // A size is a safe integer no larger than the address space (V8
     // refused the buffer otherwise); anything else is refused here too.
     if !(bytes.is_finite() && bytes >= 0.0 && bytes <= usize::MAX as f64) {
       return None;
@@ -149,7 +157,7 @@ fn stop_failure(reason: &StopReason, config: &RuntimeConfig) -> (FailureKind, Ve
     StopReason::ExternalMemory => (
       FailureKind::WorkerExit,
       utf16(&format!(
-        "external memory limit reached: memory outside the heap (ArrayBuffers, Intl objects) exceeded maxExternalMemoryMb ({} MiB)",
+        "external memory limit reached: the program's memory outside the heap exceeded maxExternalMemoryMb ({} MiB)",
         config.max_external_memory_mb
       )),
     ),
@@ -171,20 +179,33 @@ pub fn finish_stopped(ledger: OutputLedger, reason: &StopReason, config: &Runtim
 /// An isolate that has run a program. It is never reused, terminated or
 /// not; the run thread disposes of it after delivering the result, so that
 /// isolate teardown is off the run's critical path.
-pub struct SpentIsolate(PreparedIsolate);
+pub struct SpentIsolate {
+  isolate: PreparedIsolate,
+  /// The run was stopped at its heap or external-memory cap: it held as
+  /// much as it was allowed, by routes the account may not see (V8's own
+  /// native structures: a JSON parser's nesting stack, timer and wait
+  /// lists).
+  hit_cap: bool,
+}
+
+/// What a disposed isolate's run made the process hold.
+pub struct Disposal {
+  /// The most the run made the process's allocator hold for it at once:
+  /// ICU and small buffers through the account, V8's zones and tables
+  /// through its statistics. V8's heap pages and large buffers are
+  /// mappings of their own, given back by V8 and the allocator.
+  pub held: usize,
+  pub hit_cap: bool,
+}
 
 impl SpentIsolate {
-  /// Dispose of the isolate. Returns the most memory the run made the
-  /// process's allocator hold for it at once (ICU and small buffers
-  /// through the account, V8's own zones and tables through its
-  /// statistics): the caller's hint for returning freed memory to the OS.
-  /// V8's heap pages and large buffers are mappings of their own, unmapped
-  /// here, so they do not count.
-  pub fn dispose(mut self) -> usize {
-    let v8_malloced = self.0.runtime.v8_isolate().get_heap_statistics().peak_malloced_memory();
-    let outside = self.0.external_memory.peak();
+  /// Dispose of the isolate, reporting what its run held.
+  pub fn dispose(mut self) -> Disposal {
+    let v8_malloced = self.isolate.runtime.v8_isolate().get_heap_statistics().peak_malloced_memory();
+    let held = v8_malloced.saturating_add(self.isolate.external_memory.peak());
+    let hit_cap = self.hit_cap;
     drop(self);
-    v8_malloced.saturating_add(outside)
+    Disposal { held, hit_cap }
   }
 }
 
@@ -192,7 +213,8 @@ impl SpentIsolate {
 pub async fn execute(isolate: PreparedIsolate, job: &RunJob, context: &RunContext<'_>) -> (Output, SpentIsolate) {
   let mut isolate = isolate;
   let output = execute_on(&mut isolate, job, context).await;
-  (output, SpentIsolate(isolate))
+  let hit_cap = matches!(job.budget.control().reason(), Some(StopReason::HeapLimit | StopReason::ExternalMemory));
+  (output, SpentIsolate { isolate, hit_cap })
 }
 
 async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunContext<'_>) -> Output {

@@ -40,7 +40,7 @@ use crate::config::RuntimeConfig;
 use crate::control::{lock, RunControl};
 use crate::isolate::PreparedIsolate;
 use crate::ledger::{Completion, FailureKind, Output, OutputLedger};
-use crate::run::{execute, finish_stopped, RunContext, RunJob, SpentIsolate};
+use crate::run::{execute, finish_stopped, RunContext, RunJob};
 use crate::watchdog::Watchdog;
 
 /// How long a run may compute without a pause (a wait on the host or a
@@ -130,6 +130,11 @@ pub struct SchedulerStats {
   pub refused: u64,
   /// CPU charged to programs, finished and in flight.
   pub cpu: Duration,
+  /// Isolates disposed of after their runs, each counted once its thread
+  /// is done with it (its freed memory returned, if that was due).
+  pub isolates_disposed: u64,
+  /// Times freed memory was returned to the OS after a run.
+  pub memory_returns: u64,
 }
 
 struct State {
@@ -154,6 +159,11 @@ struct State {
   outcomes: Outcomes,
   refused: u64,
   finished_cpu: Duration,
+  isolates_disposed: u64,
+  memory_returns: u64,
+  /// When the last isolate whose freed memory was not returned at once
+  /// was disposed (cleared by the next return).
+  unreturned_disposal: Option<Instant>,
 }
 
 /// Counts runs computing, from their budgets' phase changes; when one stops
@@ -243,6 +253,9 @@ impl Scheduler {
         outcomes: Outcomes::default(),
         refused: 0,
         finished_cpu: Duration::ZERO,
+        isolates_disposed: 0,
+        memory_returns: 0,
+        unreturned_disposal: None,
       }),
       work: Condvar::new(),
       occupancy: Arc::default(),
@@ -340,6 +353,8 @@ impl Scheduler {
       outcomes: state.outcomes,
       refused: state.refused,
       cpu,
+      isolates_disposed: state.isolates_disposed,
+      memory_returns: state.memory_returns,
     }
   }
 
@@ -550,12 +565,28 @@ fn schedule_loop(shared: &Arc<Shared>) {
       }
     }
     let spawn = shared.plan_threads(&mut state, for_ready + for_reserve);
+    let mut return_memory = false;
+    if let Some(since) = state.unreturned_disposal {
+      if state.in_flight.is_empty() && state.queue.is_empty() {
+        match IDLE_RETURN_AFTER.checked_sub(since.elapsed()).filter(|left| !left.is_zero()) {
+          Some(left) => recheck = Some(recheck.map_or(left, |recheck| recheck.min(left))),
+          None => {
+            return_memory = true;
+            state.unreturned_disposal = None;
+          }
+        }
+      }
+    }
     let retired = std::mem::take(&mut state.retired);
     let done = state.shutdown && state.queue.is_empty() && spawn.is_empty();
     drop(state);
 
     for delivery in stopped {
       delivery.deliver();
+    }
+    if return_memory {
+      return_freed_memory();
+      lock(&shared.state).memory_returns += 1;
     }
     for id in spawn {
       spawn_run_thread(shared, id);
@@ -666,12 +697,26 @@ fn run_thread(shared: &Shared, id: usize) {
     // ~2 ms disposing of the spent isolate and preparing the next one: the
     // host would see the result only then. Yield once so it runs first.
     std::thread::yield_now();
-    let held = {
-      let _entered = runtime.enter();
-      spent.map_or(0, SpentIsolate::dispose)
-    };
-    if held >= RETURN_FREED_MEMORY_AFTER {
-      return_freed_memory();
+    if let Some(spent) = spent {
+      let disposal = {
+        let _entered = runtime.enter();
+        spent.dispose()
+      };
+      let returned = disposal.hit_cap || disposal.held >= RETURN_FREED_MEMORY_AFTER;
+      if returned {
+        return_freed_memory();
+      }
+      let mut state = lock(&shared.state);
+      state.isolates_disposed += 1;
+      if returned {
+        state.memory_returns += 1;
+        state.unreturned_disposal = None;
+      } else {
+        state.unreturned_disposal = Some(Instant::now());
+      }
+      drop(state);
+      // The scheduler returns what small runs freed once all is idle.
+      shared.occupancy.doorbell.ring();
     }
     if !wanted {
       return shared.retire(id);
@@ -680,13 +725,20 @@ fn run_thread(shared: &Shared, id: usize) {
 }
 
 /// A run whose isolate made the allocator hold at least this much (see
-/// `SpentIsolate::dispose`) has its freed memory returned to the OS once
-/// the isolate is gone. glibc keeps freed blocks in the run thread's arena
-/// and can give back only the arena's top on its own: whatever the next
-/// isolate allocates there pins the rest. Small runs are not worth the
-/// trim's walk over every arena (measured: trimming after every run cost
-/// one-at-a-time Code Mode runs ~20%).
+/// `SpentIsolate::dispose`), or that was stopped at a memory cap, has its
+/// freed memory returned to the OS once the isolate is gone. glibc keeps
+/// freed blocks in the run thread's arena and can give back only the
+/// arena's top on its own: whatever the next isolate allocates there pins
+/// the rest. Small runs are not worth the trim's walk over every arena
+/// (measured: trimming after every run cost one-at-a-time Code Mode runs
+/// ~20%); what many of them freed is returned once the runtime is idle.
 const RETURN_FREED_MEMORY_AFTER: usize = 16 << 20;
+
+/// Idle for this long after the last isolate was disposed, the scheduler
+/// returns what the runs since the last return freed (1000 runs at once
+/// leave ~500 MiB free in glibc's arenas). Long enough that runs which
+/// follow each other closely never pay for it.
+const IDLE_RETURN_AFTER: Duration = Duration::from_millis(250);
 
 /// Give every arena's free pages back to the OS (`malloc_trim`).
 fn return_freed_memory() {
