@@ -81,10 +81,13 @@ pub trait SandboxHost {
   /// collecting garbage first if it is over; false (and the run stopped)
   /// if it is still over.
   fn memory_check(&self, isolate: &mut v8::Isolate) -> bool;
-  /// Charge `bytes` of shared memory; the returned function gives them
-  /// back. `None` past the cap (the run is stopped unless a later charge
-  /// fits).
-  fn charge_shared_memory(&self, bytes: f64) -> Option<Box<dyn FnOnce()>>;
+  /// Whether `bytes` of memory a built-in is about to hold for a moment
+  /// fit under the cap; false (and the run stopped) if not.
+  fn admit_transient_memory(&self, bytes: usize) -> bool;
+  /// Charge `bytes` of memory outside the heap; the returned function
+  /// gives them back. `None` past the cap (the run is stopped unless a
+  /// later charge fits).
+  fn charge_external_memory(&self, bytes: f64) -> Option<Box<dyn FnOnce()>>;
 }
 
 /// The slot in `OpState` that holds the current run's host.
@@ -165,17 +168,20 @@ fn op_dsh_memory_check(state: &mut OpState, scope: &mut v8::PinScope) -> bool {
   }
 }
 
-/// The charges of the growable SharedArrayBuffers a program holds: each
-/// is given back when its buffer is collected (a SharedArrayBuffer cannot
-/// be cloned here, so its memory dies with its one object).
+/// Charges that last as long as an object does (js/09_memory_caps.js: a
+/// growable SharedArrayBuffer's maximum, an Intl object's memory that
+/// ICU's allocator does not see), each given back when its object is
+/// collected. Each object is the only holder of what it was charged for:
+/// a SharedArrayBuffer cannot be cloned here, and an Intl object's ICU
+/// objects are its own.
 #[derive(Default)]
-struct SharedMemoryCharges(Vec<v8::Weak<v8::Object>>);
+struct ChargesUntilCollected(Vec<v8::Weak<v8::Object>>);
 
-/// A growable SharedArrayBuffer's maximum, charged when it is made and
-/// given back when it is collected. A refused charge collects garbage
-/// and tries once more before the run is stopped.
+/// Charge `bytes` to the run until `object` is collected. A refused charge
+/// collects garbage and tries once more; false if it is still refused
+/// (the run is then being stopped).
 #[op2(nofast)]
-fn op_dsh_charge_shared_memory(
+fn op_dsh_charge_until_collected(
   state: &mut OpState,
   scope: &mut v8::PinScope,
   buffer: v8::Local<v8::Object>,
@@ -184,28 +190,84 @@ fn op_dsh_charge_shared_memory(
   let Some(host) = state.try_borrow::<HostSlot>().map(|slot| slot.0.clone()) else {
     return true;
   };
-  let release = match host.charge_shared_memory(bytes) {
+  let release = match host.charge_external_memory(bytes) {
     Some(release) => release,
     None => {
       scope.low_memory_notification();
-      match host.charge_shared_memory(bytes) {
+      match host.charge_external_memory(bytes) {
         Some(release) => release,
         None => return false,
       }
     }
   };
   let weak = v8::Weak::with_finalizer(scope, buffer, Box::new(move |_| release()));
-  let charges = state.try_borrow_mut::<SharedMemoryCharges>();
+  let charges = state.try_borrow_mut::<ChargesUntilCollected>();
   let charges = match charges {
     Some(charges) => charges,
     None => {
-      state.put(SharedMemoryCharges::default());
-      state.borrow_mut::<SharedMemoryCharges>()
+      state.put(ChargesUntilCollected::default());
+      state.borrow_mut::<ChargesUntilCollected>()
     }
   };
   charges.0.retain(|weak| !weak.is_empty());
   charges.0.push(weak);
   true
+}
+
+/// Before `JSON.parse` of a long text: whether the native memory its
+/// nesting will take fits the program's cap (js/09_memory_caps.js).
+///
+/// V8's JSON parser keeps a continuation per open array or object on a
+/// native stack, ~85 bytes each (measured: 5 million levels, 426 MiB),
+/// before it makes any of the arrays on its heap: one '[' of text is
+/// ~85 bytes of memory no cap saw. A refusal stops the run.
+#[op2(nofast)]
+fn op_dsh_json_nesting_admitted(state: &mut OpState, scope: &mut v8::PinScope, text: v8::Local<v8::String>) -> bool {
+  let Some(host) = state.try_borrow::<HostSlot>().map(|slot| slot.0.clone()) else {
+    return true;
+  };
+  let depth = {
+    let view = v8::ValueView::new(scope, text);
+    match view.data() {
+      v8::ValueViewData::OneByte(units) => json_nesting(units),
+      v8::ValueViewData::TwoByte(units) => json_nesting(units),
+    }
+  };
+  host.admit_transient_memory(depth.saturating_mul(JSON_NESTING_LEVEL_BYTES))
+}
+
+/// Native bytes V8's JSON parser holds per open nesting level, rounded
+/// up from the ~85 measured.
+const JSON_NESTING_LEVEL_BYTES: usize = 128;
+
+/// The deepest nesting of arrays and objects in JSON text (brackets inside
+/// strings do not count; malformed text is measured as far as it goes).
+fn json_nesting<T: Copy + Into<u32>>(units: &[T]) -> usize {
+  let (mut depth, mut deepest) = (0usize, 0usize);
+  let (mut in_string, mut escaped) = (false, false);
+  for &unit in units {
+    let unit: u32 = unit.into();
+    if in_string {
+      if escaped {
+        escaped = false;
+      } else if unit == u32::from(b'\\') {
+        escaped = true;
+      } else if unit == u32::from(b'"') {
+        in_string = false;
+      }
+      continue;
+    }
+    match u8::try_from(unit) {
+      Ok(b'"') => in_string = true,
+      Ok(b'[' | b'{') => {
+        depth += 1;
+        deepest = deepest.max(depth);
+      }
+      Ok(b']' | b'}') => depth = depth.saturating_sub(1),
+      _ => {}
+    }
+  }
+  deepest
 }
 
 #[op2(fast)]
@@ -332,7 +394,8 @@ deno_core::extension!(
     op_dsh_url_set,
     op_dsh_preview_entries,
     op_dsh_memory_check,
-    op_dsh_charge_shared_memory,
+    op_dsh_charge_until_collected,
+    op_dsh_json_nesting_admitted,
   ],
   js = [
     dir "js",
