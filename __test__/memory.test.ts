@@ -181,7 +181,7 @@ describe('every route outside the heap is capped, and its memory comes back', ()
   })
 })
 
-describe('the built-ins the caps wrap behave as in Node', () => {
+describe('the built-ins replaced by proxies behave as in Node', () => {
   let m: Mounted
   beforeAll(async () => {
     m = await mount()
@@ -229,6 +229,23 @@ describe('the built-ins the caps wrap behave as in Node', () => {
       'const i = new Int32Array(new SharedArrayBuffer(4)); const r = Atomics.waitAsync(i, 0, 1); return [r.async, r.value]',
     ],
     ['Intl segmenting', "return [...new Intl.Segmenter('en', { granularity: 'word' }).segment('Hello, world')].map((s) => s.segment)"],
+    [
+      'the string methods called through a proxy for their stack check',
+      `const s = 'Ame\u0301lie \u0130stanbul \u00df';
+       return [s.normalize(), s.normalize('NFD').length, s.normalize('NFKC'), s.toLocaleUpperCase('tr'), s.toLocaleLowerCase('tr'),
+         s.toLocaleUpperCase(), 'a'.localeCompare('B'), 'a'.localeCompare('A', 'de', { sensitivity: 'base' }), ['b', 'a', 'C'].sort((x, y) => x.localeCompare(y)),
+         String.prototype.normalize.name, String.prototype.normalize.length, String.prototype.localeCompare.length]`,
+    ],
+    ['normalize with a bad form', "try { 'x'.normalize('NFX') } catch (e) { return [e.name, e.message] }"],
+    ['a string method on null', 'try { String.prototype.normalize.call(null) } catch (e) { return [e.name, e.message] }'],
+    [
+      'JSON.stringify called through a proxy for its stack check',
+      `return [JSON.stringify({ a: [1, 'x', null], b: undefined, d: new Date(0) }), JSON.stringify({ a: 1, b: 2 }, ['b']),
+         JSON.stringify({ a: { b: 1 } }, null, 2), JSON.stringify({ toJSON() { return 'j' } }), String(JSON.stringify(undefined)),
+         JSON.stringify({ a: 1 }, (k, v) => (typeof v === 'number' ? v + 1 : v)), JSON.stringify.name, JSON.stringify.length]`,
+    ],
+    ['JSON.stringify of a cycle', 'const o = {}; o.self = o; try { JSON.stringify(o) } catch (e) { return [e.name, e.message.split("\\n")[0]] }'],
+    ['JSON.stringify of a BigInt', 'try { JSON.stringify(1n) } catch (e) { return [e.name, e.message] }'],
   ])('%s', async (_, program) => {
     const expected = await new Function(program)()
     const result = await m.run(program)

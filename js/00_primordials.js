@@ -32,7 +32,7 @@
   p.ReflectConstruct = Reflect.construct;
   p.FunctionPrototypeCall = FunctionPrototypeCall;
   p.FunctionPrototypeToString = uncurryThis(Function.prototype.toString);
-  // 09_memory_caps.js replaces Function.prototype.toString (so that its
+  // 10_memory_caps.js replaces Function.prototype.toString (so that its
   // proxies print as the built-ins they stand for); it needs the object.
   p.FunctionPrototype = Function.prototype;
 
@@ -94,7 +94,9 @@
   };
 
   p.String = String;
-  // 09_memory_caps.js measures long texts before JSON.parse; it needs the
+  // 11_interruptible.js replaces some of its methods.
+  p.StringPrototype = String.prototype;
+  // 10_memory_caps.js measures long texts before JSON.parse; it needs the
   // object whose method it replaces.
   p.JSON = JSON;
   p.StringFromCharCode = String.fromCharCode;
@@ -245,7 +247,7 @@
   );
   p.SharedArrayBuffer = globalThis.SharedArrayBuffer;
   // The two prototypes whose methods copy a whole string into ICU memory
-  // (09_memory_caps.js checks them); %Segments% has no global name.
+  // (10_memory_caps.js checks them); %Segments% has no global name.
   p.IntlSegmenterPrototype = Intl.Segmenter.prototype;
   p.IntlSegmentsPrototype = Object.getPrototypeOf(new Intl.Segmenter().segment(""));
   p.Uint8Array = Uint8Array;

@@ -46,7 +46,7 @@
     try {
       const clone = coreStructuredClone(value);
       // A clone of a resizable ArrayBuffer is committed by V8 itself,
-      // outside the capped allocator (09_memory_caps.js).
+      // outside the capped allocator (10_memory_caps.js).
       if (!ops.op_dsh_memory_check()) throw new p.RangeError("Array buffer allocation failed");
       return clone;
     } catch (error) {

@@ -155,7 +155,7 @@ fn op_dsh_now(state: &mut OpState) -> Result<f64, JsErrorBox> {
 
 /// Fill `buffer` from the kernel's CSPRNG (crypto.getRandomValues).
 /// After a built-in that holds memory outside the allocator's view
-/// (js/09_memory_caps.js): is the program still within its cap? Outside a
+/// (js/10_memory_caps.js): is the program still within its cap? Outside a
 /// run there is nothing to check.
 ///
 /// Not a fast call: the check may collect garbage, which V8's fast API
@@ -168,7 +168,7 @@ fn op_dsh_memory_check(state: &mut OpState, scope: &mut v8::PinScope) -> bool {
   }
 }
 
-/// Charges that last as long as an object does (js/09_memory_caps.js: a
+/// Charges that last as long as an object does (js/10_memory_caps.js: a
 /// growable SharedArrayBuffer's maximum, an Intl object's memory that
 /// ICU's allocator does not see), each given back when its object is
 /// collected. Each object is the only holder of what it was charged for:
@@ -215,7 +215,7 @@ fn op_dsh_charge_until_collected(
 }
 
 /// Before `JSON.parse` of a long text: whether the native memory its
-/// nesting will take fits the program's cap (js/09_memory_caps.js).
+/// nesting will take fits the program's cap (js/10_memory_caps.js).
 ///
 /// V8's JSON parser keeps a continuation per open array or object on a
 /// native stack, ~85 bytes each (measured: 5 million levels, 426 MiB),
@@ -409,7 +409,9 @@ deno_core::extension!(
     "06_url.js",
     "07_crypto.js",
     "08_process.js",
-    "09_memory_caps.js",
+    "09_builtin_proxies.js",
+    "10_memory_caps.js",
+    "11_interruptible.js",
     "99_bootstrap.js",
   ],
   // Built-in ops a program has no business reaching, disabled even though

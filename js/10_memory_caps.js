@@ -22,11 +22,9 @@
 // worth of memory, where an interrupt can come thousands of loop
 // iterations late in interpreted code.
 //
-// Proxies keep each built-in's identity as far as a program can see:
-// name, length, prototype, `instanceof`, subclassing through `new.target`,
-// the same TypeError when a constructor is called without `new`, and
-// (through Function.prototype.toString, itself proxied) the built-in's
-// own source text.
+// Each built-in is replaced by a proxy (09_builtin_proxies.js): the
+// constructors keep subclassing through `new.target` and the TypeError of
+// a call without `new`.
 "use strict";
 
 ((globalThis) => {
@@ -42,30 +40,7 @@
     return result;
   }
 
-  /** Each proxy here, to the built-in it stands for. */
-  const targets = new p.WeakMap();
-
-  /** Replace the built-in `owner[key]` by `proxy`, keeping its attributes. */
-  function replace(owner, key, proxy) {
-    const descriptor = ObjectGetOwnPropertyDescriptor(owner, key);
-    p.WeakMapPrototypeSet(targets, proxy, descriptor.value);
-    descriptor.value = proxy;
-    ObjectDefineProperty(owner, key, descriptor);
-  }
-
-  // `Function.prototype.toString` of a proxy is "function () { [native
-  // code] }"; of the built-in it stands for, its own name.
-  replace(
-    p.FunctionPrototype,
-    "toString",
-    new Proxy(p.FunctionPrototype.toString, {
-      __proto__: null,
-      apply(target, receiver, args) {
-        const builtin = p.WeakMapPrototypeGet(targets, receiver);
-        return ReflectApply(target, builtin === undefined ? receiver : builtin, args);
-      },
-    }),
-  );
+  const replace = dsh.replaceBuiltin;
 
   /** A constructor whose instances are checked after construction. */
   function checkedConstructor(owner, key, afterConstruct = checked) {

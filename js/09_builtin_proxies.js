@@ -1,0 +1,61 @@
+// Copyright the dsh-code-runtime-v8 authors. MIT license.
+// Replacing a built-in by a proxy that stands for it, without the program
+// being able to tell: 10_memory_caps.js checks memory after some built-ins,
+// 11_interruptible.js gives others a stack check per call.
+//
+// A proxy keeps its built-in's name, length, prototype, own properties,
+// `instanceof` and the errors of a wrong call. What would give it away is
+// `Function.prototype.toString` ("function () { [native code] }", without
+// the name), so that is proxied too, and prints each proxy as the
+// built-in it stands for. The replaced property keeps its attributes.
+"use strict";
+
+((globalThis) => {
+  const dsh = globalThis.__dsh;
+  const { primordials: p } = dsh;
+  const { Proxy, ReflectApply, ObjectDefineProperty, ObjectGetOwnPropertyDescriptor } = p;
+
+  /** Each proxy here, to the built-in it stands for. */
+  const targets = new p.WeakMap();
+
+  /** Replace the built-in `owner[key]` by `proxy`, keeping its attributes. */
+  function replace(owner, key, proxy) {
+    const descriptor = ObjectGetOwnPropertyDescriptor(owner, key);
+    p.WeakMapPrototypeSet(targets, proxy, descriptor.value);
+    descriptor.value = proxy;
+    ObjectDefineProperty(owner, key, descriptor);
+  }
+
+  // `Function.prototype.toString` of a proxy is "function () { [native
+  // code] }"; of the built-in it stands for, its own name.
+  replace(
+    p.FunctionPrototype,
+    "toString",
+    new Proxy(p.FunctionPrototype.toString, {
+      __proto__: null,
+      apply(target, receiver, args) {
+        const builtin = p.WeakMapPrototypeGet(targets, receiver);
+        return ReflectApply(target, builtin === undefined ? receiver : builtin, args);
+      },
+    }),
+  );
+
+  dsh.replaceBuiltin = replace;
+
+  /**
+   * Call `owner[key]` through a proxy that does nothing but call it: its
+   * trap's entry is a stack check (11_interruptible.js).
+   */
+  dsh.passThrough = (owner, key) => {
+    replace(
+      owner,
+      key,
+      new Proxy(owner[key], {
+        __proto__: null,
+        apply(target, receiver, args) {
+          return ReflectApply(target, receiver, args);
+        },
+      }),
+    );
+  };
+})(globalThis);
