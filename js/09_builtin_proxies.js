@@ -26,36 +26,28 @@
     ObjectDefineProperty(owner, key, descriptor);
   }
 
+  /**
+   * Replace the built-in function `owner[key]` by a proxy whose calls go
+   * through `apply(target, receiver, args)`.
+   */
+  function wrapCalls(owner, key, apply) {
+    replace(owner, key, new Proxy(owner[key], { __proto__: null, apply }));
+  }
+
   // `Function.prototype.toString` of a proxy is "function () { [native
   // code] }"; of the built-in it stands for, its own name.
-  replace(
-    p.FunctionPrototype,
-    "toString",
-    new Proxy(p.FunctionPrototype.toString, {
-      __proto__: null,
-      apply(target, receiver, args) {
-        const builtin = p.WeakMapPrototypeGet(targets, receiver);
-        return ReflectApply(target, builtin === undefined ? receiver : builtin, args);
-      },
-    }),
-  );
+  wrapCalls(p.FunctionPrototype, "toString", (target, receiver, args) => {
+    const builtin = p.WeakMapPrototypeGet(targets, receiver);
+    return ReflectApply(target, builtin === undefined ? receiver : builtin, args);
+  });
 
   dsh.replaceBuiltin = replace;
+  dsh.wrapBuiltinCalls = wrapCalls;
 
   /**
    * Call `owner[key]` through a proxy that does nothing but call it: its
-   * trap's entry is a stack check (11_interruptible.js).
+   * trap, a JavaScript function, starts with a stack check
+   * (11_interruptible.js).
    */
-  dsh.passThrough = (owner, key) => {
-    replace(
-      owner,
-      key,
-      new Proxy(owner[key], {
-        __proto__: null,
-        apply(target, receiver, args) {
-          return ReflectApply(target, receiver, args);
-        },
-      }),
-    );
-  };
+  dsh.passThrough = (owner, key) => wrapCalls(owner, key, (target, receiver, args) => ReflectApply(target, receiver, args));
 })(globalThis);

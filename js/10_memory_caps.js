@@ -41,6 +41,7 @@
   }
 
   const replace = dsh.replaceBuiltin;
+  const wrapCalls = dsh.wrapBuiltinCalls;
 
   /** A constructor whose instances are checked after construction. */
   function checkedConstructor(owner, key, afterConstruct = checked) {
@@ -62,17 +63,7 @@
 
   /** A method whose results are checked after each call. */
   function checkedMethod(owner, key) {
-    const target = owner[key];
-    replace(
-      owner,
-      key,
-      new Proxy(target, {
-        __proto__: null,
-        apply(target, receiver, args) {
-          return checked(ReflectApply(target, receiver, args));
-        },
-      }),
-    );
+    wrapCalls(owner, key, (target, receiver, args) => checked(ReflectApply(target, receiver, args)));
   }
 
   checkedConstructor(globalThis, "ArrayBuffer");
@@ -134,45 +125,31 @@
   // covers the waiter's life (measured: ~800 B a call outside the heap).
   const WAITER_BYTES = 1024;
   const Atomics = globalThis.Atomics;
-  replace(
-    Atomics,
-    "waitAsync",
-    new Proxy(Atomics.waitAsync, {
-      __proto__: null,
-      apply(target, receiver, args) {
-        const result = ReflectApply(target, receiver, args);
-        if (result.async === true && !ops.op_dsh_charge_until_collected(result.value, WAITER_BYTES)) {
-          throw new RangeError("Array buffer allocation failed");
-        }
-        return result;
-      },
-    }),
-  );
+  wrapCalls(Atomics, "waitAsync", (target, receiver, args) => {
+    const result = ReflectApply(target, receiver, args);
+    if (result.async === true && !ops.op_dsh_charge_until_collected(result.value, WAITER_BYTES)) {
+      throw new RangeError("Array buffer allocation failed");
+    }
+    return result;
+  });
 
   // JSON.parse holds native memory per nesting level before it makes
   // anything on the heap (op_dsh_json_nesting_admitted). Texts shorter
   // than this cannot nest deep enough to matter (8 MiB at most); longer
   // ones are measured first, at ~1 ns a character.
   const JSON_MEASURED_FROM = 65536;
-  replace(
-    p.JSON,
-    "parse",
-    new Proxy(p.JSON.parse, {
-      __proto__: null,
-      apply(target, receiver, args) {
-        let text = args[0];
-        if (text !== null && (typeof text === "object" || typeof text === "function")) {
-          // Converted once here, as JSON.parse would, so that a toString
-          // with side effects runs once.
-          text = p.String(text);
-          args = [text, args[1]];
-        }
-        if (typeof text === "string" && text.length >= JSON_MEASURED_FROM && !ops.op_dsh_json_nesting_admitted(text)) {
-          throw new RangeError("Array buffer allocation failed");
-        }
-        return ReflectApply(target, receiver, args);
-      },
-    }),
-  );
+  wrapCalls(p.JSON, "parse", (target, receiver, args) => {
+    let text = args[0];
+    if (text !== null && (typeof text === "object" || typeof text === "function")) {
+      // Converted once here, as JSON.parse would, so that a toString
+      // with side effects runs once.
+      text = p.String(text);
+      args = [text, args[1]];
+    }
+    if (typeof text === "string" && text.length >= JSON_MEASURED_FROM && !ops.op_dsh_json_nesting_admitted(text)) {
+      throw new RangeError("Array buffer allocation failed");
+    }
+    return ReflectApply(target, receiver, args);
+  });
   checkedMethod(p.IntlSegmentsPrototype, p.SymbolIterator);
 })(globalThis);
