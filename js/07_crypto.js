@@ -47,7 +47,7 @@
       const clone = coreStructuredClone(value);
       // A clone of a resizable ArrayBuffer is committed by V8 itself,
       // outside the capped allocator (10_memory_caps.js).
-      if (!ops.op_dsh_memory_check()) throw new p.RangeError("Array buffer allocation failed");
+      if (!ops.op_dsh_memory_check(true)) throw new p.RangeError("Array buffer allocation failed");
       return clone;
     } catch (error) {
       throw dsh.domException(error && error.message, "DataCloneError", structuredClone);

@@ -32,19 +32,27 @@
   const { primordials: p, ops } = dsh;
   const { Proxy, RangeError, ReflectApply, ReflectConstruct, ObjectDefineProperty, ObjectGetOwnPropertyDescriptor } = p;
 
-  /** Throws once the program is over its cap (the run is then stopped). */
-  function checked(result) {
-    if (!ops.op_dsh_memory_check()) {
-      throw new RangeError("Array buffer allocation failed");
-    }
-    return result;
+  /**
+   * Throws once the program is over its cap (the run is then stopped).
+   * `buffers`: also hold V8's own count of buffer memory to the cap
+   * (after the built-ins that can change it).
+   */
+  function checkedAfter(buffers) {
+    return (result) => {
+      if (!ops.op_dsh_memory_check(buffers)) {
+        throw new RangeError("Array buffer allocation failed");
+      }
+      return result;
+    };
   }
+  const checkedBuffers = checkedAfter(true);
+  const checkedIcu = checkedAfter(false);
 
   const replace = dsh.replaceBuiltin;
   const wrapCalls = dsh.wrapBuiltinCalls;
 
   /** A constructor whose instances are checked after construction. */
-  function checkedConstructor(owner, key, afterConstruct = checked) {
+  function checkedConstructor(owner, key, afterConstruct) {
     const target = owner[key];
     const proxy = new Proxy(target, {
       __proto__: null,
@@ -61,14 +69,14 @@
     ObjectDefineProperty(target.prototype, "constructor", descriptor);
   }
 
-  /** A method whose results are checked after each call. */
-  function checkedMethod(owner, key) {
-    wrapCalls(owner, key, (target, receiver, args) => checked(ReflectApply(target, receiver, args)));
+  /** A method whose results are checked (by `after`) after each call. */
+  function checkedMethod(owner, key, after) {
+    wrapCalls(owner, key, (target, receiver, args) => after(ReflectApply(target, receiver, args)));
   }
 
-  checkedConstructor(globalThis, "ArrayBuffer");
-  checkedMethod(p.ArrayBuffer.prototype, "resize");
-  checkedMethod(p.ArrayBuffer.prototype, "transfer");
+  checkedConstructor(globalThis, "ArrayBuffer", checkedBuffers);
+  checkedMethod(p.ArrayBuffer.prototype, "resize", checkedBuffers);
+  checkedMethod(p.ArrayBuffer.prototype, "transfer", checkedBuffers);
 
   // SharedArrayBuffer joins the global only when an isolate is made from
   // the snapshot, so the seal (99_bootstrap.js) caps it then, with as
@@ -105,10 +113,12 @@
   // so a program cannot keep millions of them on the heap cap alone.
   const INTL_OBJECT_BYTES = 1024;
   const intlObject = (object) => {
+    // The charge is refused (after a GC) if ICU's blocks have already
+    // taken the account over the cap: no separate check is needed.
     if (!ops.op_dsh_charge_until_collected(object, INTL_OBJECT_BYTES)) {
       throw new RangeError("Array buffer allocation failed");
     }
-    return checked(object);
+    return object;
   };
   const Intl = globalThis.Intl;
   for (const key of p.ReflectOwnKeys(Intl)) {
@@ -117,7 +127,7 @@
       checkedConstructor(Intl, key, intlObject);
     }
   }
-  checkedMethod(p.IntlSegmenterPrototype, "segment");
+  checkedMethod(p.IntlSegmenterPrototype, "segment", checkedIcu);
 
   // An asynchronous Atomics.waitAsync is a native waiter (and, with a
   // timeout, a native timer task) until it settles; its promise is held by
@@ -151,5 +161,5 @@
     }
     return ReflectApply(target, receiver, args);
   });
-  checkedMethod(p.IntlSegmentsPrototype, p.SymbolIterator);
+  checkedMethod(p.IntlSegmentsPrototype, p.SymbolIterator, checkedIcu);
 })(globalThis);

@@ -141,14 +141,16 @@ impl ExternalMemory {
   /// its cap? Collects garbage first if it looks over, then stops the run
   /// (and returns false) if it still is, or if a refusal stood.
   ///
-  /// "Over" also counts V8's own tally of non-shared ArrayBuffer memory,
-  /// which includes what resizable buffers have committed (V8 commits
-  /// their pages itself, outside the allocator); each tally is held to the
-  /// cap on its own, so together they can reach twice the cap at most.
-  pub fn check(&self, isolate: &mut v8::Isolate) -> bool {
+  /// With `v8_buffers`, "over" also counts V8's own tally of non-shared
+  /// ArrayBuffer memory, which includes what resizable buffers have
+  /// committed (V8 commits their pages itself, outside the allocator);
+  /// each tally is held to the cap on its own, so together they can reach
+  /// twice the cap at most. Reading it takes V8's heap statistics, so the
+  /// checks after Intl calls, which cannot change it, leave it out.
+  pub fn check(&self, isolate: &mut v8::Isolate, v8_buffers: bool) -> bool {
     self.check_pending.store(false, Ordering::Release);
     let over = |isolate: &mut v8::Isolate| {
-      self.used() > self.limit || isolate.get_heap_statistics().external_memory() > self.limit
+      self.used() > self.limit || (v8_buffers && isolate.get_heap_statistics().external_memory() > self.limit)
     };
     if over(isolate) {
       // Synchronous: finalizers of dropped Intl objects and buffers run
@@ -176,5 +178,5 @@ unsafe extern "C" fn pressure_check(mut isolate: v8::UnsafeRawIsolatePtr, data: 
   // SAFETY: V8 passes the interrupted isolate, on its own thread, between
   // bytecodes: the one place where it may be used (and collect garbage).
   let isolate = unsafe { v8::Isolate::ref_from_raw_isolate_ptr_mut(&mut isolate) };
-  account.check(isolate);
+  account.check(isolate, true);
 }

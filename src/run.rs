@@ -109,8 +109,8 @@ impl SandboxHost for RunHost {
     self.started.elapsed().as_secs_f64() * 1000.0
   }
 
-  fn memory_check(&self, isolate: &mut v8::Isolate) -> bool {
-    self.external_memory.check(isolate)
+  fn memory_check(&self, isolate: &mut v8::Isolate, v8_buffers: bool) -> bool {
+    self.external_memory.check(isolate, v8_buffers)
   }
 
   fn admit_transient_memory(&self, bytes: usize) -> bool {

@@ -80,7 +80,7 @@ pub trait SandboxHost {
   /// Check the memory the program holds outside the heap against its cap,
   /// collecting garbage first if it is over; false (and the run stopped)
   /// if it is still over.
-  fn memory_check(&self, isolate: &mut v8::Isolate) -> bool;
+  fn memory_check(&self, isolate: &mut v8::Isolate, v8_buffers: bool) -> bool;
   /// Whether `bytes` of memory a built-in is about to hold for a moment
   /// fit under the cap; false (and the run stopped) if not.
   fn admit_transient_memory(&self, bytes: usize) -> bool;
@@ -161,9 +161,9 @@ fn op_dsh_now(state: &mut OpState) -> Result<f64, JsErrorBox> {
 /// Not a fast call: the check may collect garbage, which V8's fast API
 /// calls must never do.
 #[op2(nofast)]
-fn op_dsh_memory_check(state: &mut OpState, scope: &mut v8::PinScope) -> bool {
+fn op_dsh_memory_check(state: &mut OpState, scope: &mut v8::PinScope, v8_buffers: bool) -> bool {
   match state.try_borrow::<HostSlot>() {
-    Some(slot) => slot.0.memory_check(scope),
+    Some(slot) => slot.0.memory_check(scope, v8_buffers),
     None => true,
   }
 }
