@@ -1,27 +1,30 @@
 //! One isolate's account of the memory outside its V8 heap that a program
-//! makes the process hold: ArrayBuffer backing stores (through the capped
-//! allocator, `allocator.rs`), resizable and growable buffers (charged
-//! their reserved maximum by the bootstrap, `js/09_memory.js`), and ICU's
-//! allocations behind `Intl` and the locale-sensitive string methods
-//! (`icu_memory.rs`). Every route is counted against the one cap,
-//! `maxExternalMemoryMb`. docs: the README's "Memory containment" section
-//! lists the routes and how each is bounded.
+//! makes the process hold, counted against the one cap,
+//! `maxExternalMemoryMb`: ArrayBuffer backing stores (the capped allocator,
+//! `allocator.rs`), ICU's allocations behind `Intl` and the locale-sensitive
+//! string methods (`icu_memory.rs`), and what the bootstrap charges for the
+//! built-ins that hold memory behind the allocator's back
+//! (`js/10_memory_caps.js`: growable SharedArrayBuffers, Intl objects'
+//! C++ owners, `Atomics.waitAsync` waiters, JSON nesting). The README's
+//! "Memory containment" section lists every route and how it is bounded.
 //!
 //! Two kinds of charge, because the routes differ in what may fail:
 //! - A *reservation* can be refused: V8 turns a refused backing store into
-//!   a `RangeError` after collecting garbage and retrying, and the bootstrap
-//!   throws for a refused resizable buffer.
+//!   a `RangeError` after collecting garbage and retrying; the bootstrap
+//!   throws for a refused growable buffer, Intl object or JSON text.
 //! - A *charge* never fails: ICU treats a failed allocation as fatal in
-//!   places, so its allocations always succeed and crossing the cap is
-//!   dealt with at the isolate's next interrupt check, a few bytecodes
-//!   later.
+//!   places, so its allocations always succeed, and crossing the cap is
+//!   dealt with by a check.
 //!
-//! Either way the run is stopped only from the pressure check, which runs
-//! on the isolate's thread between bytecodes (`Isolate::RequestInterrupt`):
-//! it first collects garbage, because an Intl object or buffer the program
-//! dropped is freed only by a GC, and V8 does not count ICU memory towards
-//! its own GC heuristics. A program over the cap after that is stopped
-//! (`worker-exit`), so it cannot catch the `RangeError` and probe on.
+//! Either way the run is stopped only by [`ExternalMemory::check`], on the
+//! isolate's thread between bytecodes: synchronously after the wrapped
+//! built-ins, or from an interrupt (`Isolate::RequestInterrupt`) when a
+//! charge crosses the cap elsewhere, which in interpreted code can come
+//! thousands of loop iterations late. It first collects garbage, because
+//! an Intl object or buffer the program dropped is freed only by a GC, and
+//! V8 does not count ICU memory towards its own GC heuristics. A program
+//! still over the cap is stopped (`worker-exit`), so it cannot catch the
+//! `RangeError` and probe on.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -153,7 +153,6 @@ fn op_dsh_now(state: &mut OpState) -> Result<f64, JsErrorBox> {
   Ok(host(state)?.now_ms())
 }
 
-/// Fill `buffer` from the kernel's CSPRNG (crypto.getRandomValues).
 /// After a built-in that holds memory outside the allocator's view
 /// (js/10_memory_caps.js): is the program still within its cap? Outside a
 /// run there is nothing to check.
@@ -184,7 +183,7 @@ struct ChargesUntilCollected(Vec<v8::Weak<v8::Object>>);
 fn op_dsh_charge_until_collected(
   state: &mut OpState,
   scope: &mut v8::PinScope,
-  buffer: v8::Local<v8::Object>,
+  object: v8::Local<v8::Object>,
   bytes: f64,
 ) -> bool {
   let Some(host) = state.try_borrow::<HostSlot>().map(|slot| slot.0.clone()) else {
@@ -200,7 +199,7 @@ fn op_dsh_charge_until_collected(
       }
     }
   };
-  let weak = v8::Weak::with_finalizer(scope, buffer, Box::new(move |_| release()));
+  let weak = v8::Weak::with_finalizer(scope, object, Box::new(move |_| release()));
   let charges = state.try_borrow_mut::<ChargesUntilCollected>();
   let charges = match charges {
     Some(charges) => charges,
@@ -227,6 +226,8 @@ fn op_dsh_json_nesting_admitted(state: &mut OpState, scope: &mut v8::PinScope, t
     return true;
   };
   let depth = {
+    // The view reads the string in place; nothing below allocates on the
+    // heap, so the string cannot move while it is read.
     let view = v8::ValueView::new(scope, text);
     match view.data() {
       v8::ValueViewData::OneByte(units) => json_nesting(units),
@@ -270,6 +271,7 @@ fn json_nesting<T: Copy + Into<u32>>(units: &[T]) -> usize {
   deepest
 }
 
+/// Fill `buffer` from the kernel's CSPRNG (crypto.getRandomValues).
 #[op2(fast)]
 fn op_dsh_random(#[buffer] buffer: &mut [u8]) -> Result<(), JsErrorBox> {
   let mut filled = 0;
@@ -424,3 +426,25 @@ deno_core::extension!(
     _ => op,
   },
 );
+
+#[cfg(test)]
+mod tests {
+  use super::json_nesting;
+
+  fn depth(text: &str) -> usize {
+    let units: Vec<u16> = text.encode_utf16().collect();
+    let one_byte = json_nesting(text.as_bytes());
+    assert_eq!(one_byte, json_nesting(&units), "one-byte and two-byte views agree");
+    one_byte
+  }
+
+  #[test]
+  fn json_nesting_counts_open_levels_outside_strings() {
+    assert_eq!(depth("1"), 0);
+    assert_eq!(depth("[[[]],[]]"), 3);
+    assert_eq!(depth(r#"{"a":[{"b":[1]}]}"#), 4);
+    assert_eq!(depth(r#"["[[[[", "\"[[", "\\", [1]]"#), 2);
+    assert_eq!(depth("[[[[[["), 6, "unclosed text is measured as far as it goes");
+    assert_eq!(depth("]]]["), 1, "stray closers do not go below zero");
+  }
+}
