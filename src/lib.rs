@@ -283,6 +283,7 @@ impl Core {
   /// Stop every live run with `reason`, stop and join every thread.
   fn shutdown(&self, reason: StopReason) {
     self.disposed.store(true, Ordering::SeqCst);
+    self.scheduler.close();
     let live: Vec<_> = lock(&self.live).values().cloned().collect();
     for control in live {
       control.stop(reason.clone());

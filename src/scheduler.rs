@@ -358,12 +358,20 @@ impl Scheduler {
     }
   }
 
-  /// Stop taking runs; queued runs finish as stopped (the caller stopped
-  /// them), in-flight runs finish on their threads; join every thread.
-  pub fn shutdown(&self) {
+  /// Admit no more runs: queued runs stay queued until they are stopped,
+  /// then finish as stopped. The first step of disposal, before the runs
+  /// are stopped: a queued run admitted while the others are being
+  /// stopped could otherwise start and complete before its own stop.
+  pub fn close(&self) {
     lock(&self.shared.state).shutdown = true;
     self.shared.work.notify_all();
     self.shared.occupancy.doorbell.ring();
+  }
+
+  /// Stop taking runs; queued runs finish as stopped (the caller stopped
+  /// them), in-flight runs finish on their threads; join every thread.
+  pub fn shutdown(&self) {
+    self.close();
     if let Some(thread) = lock(&self.thread).take() {
       let _ = thread.join();
     }
@@ -399,7 +407,7 @@ impl Shared {
     let mut busy: Option<(usize, Option<Duration>)> = None;
     let mut admitted = 0;
     let mut recheck = None;
-    while !state.queue.is_empty() && state.in_flight.len() < self.config.max_concurrent_runs {
+    while !state.shutdown && !state.queue.is_empty() && state.in_flight.len() < self.config.max_concurrent_runs {
       if self.occupancy.computing.load(Ordering::Acquire) >= compute_slots() {
         let (count, next) = busy.get_or_insert_with(|| Shared::busy(state));
         if *count >= compute_slots() {
