@@ -391,9 +391,9 @@ impl Shared {
     let mut next = None::<Duration>;
     for budget in state.in_flight.values() {
       if let Some(for_how_long) = budget.computing_for() {
-        if let Some(left) = ADMISSION_QUANTUM.checked_sub(for_how_long).filter(|left| !left.is_zero()) {
+        if let Some(left) = left_of(ADMISSION_QUANTUM, for_how_long) {
           busy += 1;
-          next = Some(next.map_or(left, |next| next.min(left)));
+          next = sooner(next, left);
         }
       }
     }
@@ -545,6 +545,16 @@ impl Delivery {
   }
 }
 
+/// What is left of `span` after `elapsed`, if anything.
+fn left_of(span: Duration, elapsed: Duration) -> Option<Duration> {
+  span.checked_sub(elapsed).filter(|left| !left.is_zero())
+}
+
+/// The sooner of a pending wake-up (if any) and one `after` from now.
+fn sooner(pending: Option<Duration>, after: Duration) -> Option<Duration> {
+  Some(pending.map_or(after, |pending| pending.min(after)))
+}
+
 /// The scheduler thread (see the module doc).
 fn schedule_loop(shared: &Arc<Shared>) {
   loop {
@@ -564,8 +574,8 @@ fn schedule_loop(shared: &Arc<Shared>) {
       state.reserve_short_since = None;
     } else {
       let since = *state.reserve_short_since.get_or_insert_with(Instant::now);
-      match ADMISSION_QUANTUM.checked_sub(since.elapsed()).filter(|left| !left.is_zero()) {
-        Some(left) => recheck = Some(recheck.map_or(left, |recheck| recheck.min(left))),
+      match left_of(ADMISSION_QUANTUM, since.elapsed()) {
+        Some(left) => recheck = sooner(recheck, left),
         None => {
           for_reserve = reserve_short;
           state.reserve_short_since = None;
@@ -576,8 +586,8 @@ fn schedule_loop(shared: &Arc<Shared>) {
     let mut return_memory = false;
     if let Some(since) = state.unreturned_disposal {
       if state.in_flight.is_empty() && state.queue.is_empty() {
-        match IDLE_RETURN_AFTER.checked_sub(since.elapsed()).filter(|left| !left.is_zero()) {
-          Some(left) => recheck = Some(recheck.map_or(left, |recheck| recheck.min(left))),
+        match left_of(IDLE_RETURN_AFTER, since.elapsed()) {
+          Some(left) => recheck = sooner(recheck, left),
           None => {
             return_memory = true;
             state.unreturned_disposal = None;
@@ -617,7 +627,7 @@ fn schedule_loop(shared: &Arc<Shared>) {
     }
     if !still_exiting.is_empty() {
       lock(&shared.state).retired.extend(still_exiting);
-      recheck = Some(recheck.map_or(RETIRED_RECHECK, |recheck| recheck.min(RETIRED_RECHECK)));
+      recheck = sooner(recheck, RETIRED_RECHECK);
     }
     if done {
       return;
