@@ -32,8 +32,8 @@
   p.ReflectConstruct = Reflect.construct;
   p.FunctionPrototypeCall = FunctionPrototypeCall;
   p.FunctionPrototypeToString = uncurryThis(Function.prototype.toString);
-  // 10_memory_caps.js replaces Function.prototype.toString (so that its
-  // proxies print as the built-ins they stand for); it needs the object.
+  // 09_builtin_proxies.js replaces Function.prototype.toString (so that
+  // its proxies print as the built-ins they stand for); it needs the object.
   p.FunctionPrototype = Function.prototype;
 
   p.Object = Object;

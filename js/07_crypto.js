@@ -44,11 +44,9 @@
   function structuredClone(value, options = undefined) {
     if (arguments.length === 0) throw new TypeError('The "value" argument must be specified');
     try {
-      const clone = coreStructuredClone(value);
       // A clone of a resizable ArrayBuffer is committed by V8 itself,
       // outside the capped allocator (10_memory_caps.js).
-      if (!ops.op_dsh_memory_check(true)) throw new p.RangeError("Array buffer allocation failed");
-      return clone;
+      return dsh.checkedBuffers(coreStructuredClone(value));
     } catch (error) {
       throw dsh.domException(error && error.message, "DataCloneError", structuredClone);
     }

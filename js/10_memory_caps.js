@@ -30,7 +30,12 @@
 ((globalThis) => {
   const dsh = globalThis.__dsh;
   const { primordials: p, ops } = dsh;
-  const { Proxy, RangeError, ReflectApply, ReflectConstruct, ObjectDefineProperty, ObjectGetOwnPropertyDescriptor } = p;
+  const { Proxy, RangeError, ReflectApply, ReflectConstruct, ObjectGetOwnPropertyDescriptor } = p;
+
+  /** The error a program gets when it is over its cap (it is then stopped). */
+  function refused() {
+    return new RangeError("Array buffer allocation failed");
+  }
 
   /**
    * Throws once the program is over its cap (the run is then stopped).
@@ -39,14 +44,21 @@
    */
   function checkedAfter(buffers) {
     return (result) => {
-      if (!ops.op_dsh_memory_check(buffers)) {
-        throw new RangeError("Array buffer allocation failed");
-      }
+      if (!ops.op_dsh_memory_check(buffers)) throw refused();
       return result;
     };
   }
   const checkedBuffers = checkedAfter(true);
   const checkedIcu = checkedAfter(false);
+  // structuredClone (07_crypto.js) clones resizable buffers, which V8
+  // commits outside the allocator.
+  dsh.checkedBuffers = checkedBuffers;
+
+  /** `object`, charged `bytes` until it is collected; throws past the cap. */
+  function chargedUntilCollected(object, bytes) {
+    if (!ops.op_dsh_charge_until_collected(object, bytes)) throw refused();
+    return object;
+  }
 
   const replace = dsh.replaceBuiltin;
   const wrapCalls = dsh.wrapBuiltinCalls;
@@ -64,9 +76,7 @@
       },
     });
     replace(owner, key, proxy);
-    const descriptor = ObjectGetOwnPropertyDescriptor(target.prototype, "constructor");
-    descriptor.value = proxy;
-    ObjectDefineProperty(target.prototype, "constructor", descriptor);
+    replace(target.prototype, "constructor", proxy);
   }
 
   /** A method whose results are checked (by `after`) after each call. */
@@ -88,10 +98,7 @@
     __proto__: null,
     construct(target, args, newTarget) {
       const buffer = ReflectConstruct(target, args, newTarget);
-      if (ReflectApply(growable, buffer, []) && !ops.op_dsh_charge_until_collected(buffer, ReflectApply(maxByteLength, buffer, []))) {
-        throw new RangeError("Array buffer allocation failed");
-      }
-      return buffer;
+      return ReflectApply(growable, buffer, []) ? chargedUntilCollected(buffer, ReflectApply(maxByteLength, buffer, [])) : buffer;
     },
   };
   dsh.capSharedArrayBuffer = () => {
@@ -102,7 +109,7 @@
     maxByteLength = ObjectGetOwnPropertyDescriptor(prototype, "maxByteLength").get;
     const proxy = new Proxy(SharedArrayBuffer, sharedHandler);
     replace(globalThis, "SharedArrayBuffer", proxy);
-    ObjectDefineProperty(prototype, "constructor", { __proto__: null, value: proxy, writable: true, enumerable: false, configurable: true });
+    replace(prototype, "constructor", proxy);
   };
 
   // What an Intl object holds outside the heap beside its ICU blocks:
@@ -112,14 +119,9 @@
   // ~1 KB beside what ICU saw). Charged per object until it is collected,
   // so a program cannot keep millions of them on the heap cap alone.
   const INTL_OBJECT_BYTES = 1024;
-  const intlObject = (object) => {
-    // The charge is refused (after a GC) if ICU's blocks have already
-    // taken the account over the cap: no separate check is needed.
-    if (!ops.op_dsh_charge_until_collected(object, INTL_OBJECT_BYTES)) {
-      throw new RangeError("Array buffer allocation failed");
-    }
-    return object;
-  };
+  // The charge is refused (after a GC) if ICU's blocks have already taken
+  // the account over the cap: no separate check is needed.
+  const intlObject = (object) => chargedUntilCollected(object, INTL_OBJECT_BYTES);
   const Intl = globalThis.Intl;
   for (const key of p.ReflectOwnKeys(Intl)) {
     const value = Intl[key];
@@ -128,6 +130,7 @@
     }
   }
   checkedMethod(p.IntlSegmenterPrototype, "segment", checkedIcu);
+  checkedMethod(p.IntlSegmentsPrototype, p.SymbolIterator, checkedIcu);
 
   // An asynchronous Atomics.waitAsync is a native waiter (and, with a
   // timeout, a native timer task) until it settles; its promise is held by
@@ -137,9 +140,7 @@
   const Atomics = globalThis.Atomics;
   wrapCalls(Atomics, "waitAsync", (target, receiver, args) => {
     const result = ReflectApply(target, receiver, args);
-    if (result.async === true && !ops.op_dsh_charge_until_collected(result.value, WAITER_BYTES)) {
-      throw new RangeError("Array buffer allocation failed");
-    }
+    if (result.async === true) chargedUntilCollected(result.value, WAITER_BYTES);
     return result;
   });
 
@@ -157,9 +158,8 @@
       args = [text, args[1]];
     }
     if (typeof text === "string" && text.length >= JSON_MEASURED_FROM && !ops.op_dsh_json_nesting_admitted(text)) {
-      throw new RangeError("Array buffer allocation failed");
+      throw refused();
     }
     return ReflectApply(target, receiver, args);
   });
-  checkedMethod(p.IntlSegmentsPrototype, p.SymbolIterator, checkedIcu);
 })(globalThis);

@@ -27,7 +27,7 @@ static VTABLE: v8::RustAllocatorVtable<ExternalMemory> =
 /// returns it to the OS: a program that churns big buffers cannot leave the
 /// host process fragmented (glibc raises its own mmap threshold after the
 /// first large free and would then serve such blocks from its arenas).
-pub const MAPPED_BLOCK: usize = 64 * 1024;
+const MAPPED_BLOCK: usize = 64 * 1024;
 
 /// A zeroed block of `len` bytes, or null.
 fn obtain(len: usize, zeroed: bool) -> *mut c_void {

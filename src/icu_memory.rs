@@ -139,10 +139,10 @@ unsafe extern "C" fn alloc(_context: *const c_void, size: usize) -> *mut c_void 
   unsafe { finish(base, size, current_account()) }
 }
 
-unsafe extern "C" fn realloc(_context: *const c_void, block: *mut c_void, size: usize) -> *mut c_void {
+unsafe extern "C" fn realloc(context: *const c_void, block: *mut c_void, size: usize) -> *mut c_void {
   if block.is_null() {
     // SAFETY: same contract as `alloc`.
-    return unsafe { alloc(_context, size) };
+    return unsafe { alloc(context, size) };
   }
   let Some(total) = size.checked_add(HEADER) else { return std::ptr::null_mut() };
   // SAFETY: every block ICU holds came from `alloc`/`realloc`, so a header
