@@ -89,6 +89,21 @@ const base: string[] = [
   "new Map([['a', 1], ['b', { c: 2 }]]).entries()", "new Map([['a', 1]]).keys()", "new Map([['a', [1, 2]]]).values()",
   'new Set([1, 2, 3]).values()', "new Set(['x']).entries()", '(() => { const it = new Set([1, 2, 3]).values(); it.next(); return it })()',
   'new Map(Array.from({ length: 120 }, (_, i) => [i, i])).entries()', '[1, 2][Symbol.iterator]()',
+  // where the Node lines render differently (02_inspect.js, dialect)
+  '{ [Symbol("a b")]: 1, [Symbol()]: 2, [Symbol.iterator]: 3, plain: 4 }', "{ 'a\\nb': 1, __proto__: { inherited: 1 } }",
+  "(() => { const e = new Error('k'); e.stack = 'Error: k'; e[Symbol('extra')] = 1; return e })()",
+  "(() => { const e = new Error('n'); e.stack = 'Error: n'; Object.defineProperty(e, 'not-an-id', { value: 2 }); return e })()",
+  "(() => { class Foo { get [Symbol.toStringTag]() { return 'ns.Foo' } }; return new Foo() })()",
+  "(() => { class FooBar { get [Symbol.toStringTag]() { return 'Foo' } }; return new FooBar() })()",
+  "(() => { class Foobar { get [Symbol.toStringTag]() { return 'Foo' } }; return new Foobar() })()",
+  "(() => { class Foo { get [Symbol.toStringTag]() { return 'Bar' } }; return new Foo() })()",
+  "(() => { class Foo { get [Symbol.toStringTag]() { return 'Foo' } }; return new Foo() })()",
+  "(() => { class M extends Map { get [Symbol.toStringTag]() { return 'x.M' } }; return new M([[1, 2]]) })()",
+  "(() => { class A extends Array { get [Symbol.toStringTag]() { return 'lib.A' } }; return A.from([1]) })()",
+  "Object.defineProperty(Object.create(null), Symbol.toStringTag, { value: 'T' })",
+  'new Proxy(new Proxy({ x: 1 }, {}), {})', 'new Proxy(function f() {}, {})', 'new Proxy(new Map([[1, 2]]), {})',
+  '(() => { const r = Proxy.revocable({}, {}); r.revoke(); return r.proxy })()',
+  "(() => { const e = new Error('s'); e.stack = 'SuppressedError: s\\n    at u (v.ts:1:1)'; e.name = 'SuppressedError'; return Object.defineProperties(e, { error: { value: 'thrown' }, suppressed: { value: 'earlier' } }) })()",
   // misc
   'globalThis.Math', 'JSON', '[new Date(0), /r/, 1n, Symbol("x")]', "'top-level strings are raw'", '(function () { return arguments })(1, 2)',
 ]

@@ -105,6 +105,7 @@
   p.StringPrototypeCharCodeAt = uncurryThis(String.prototype.charCodeAt);
   p.StringPrototypeCodePointAt = uncurryThis(String.prototype.codePointAt);
   p.StringPrototypeIndexOf = uncurryThis(String.prototype.indexOf);
+  p.StringPrototypeLastIndexOf = uncurryThis(String.prototype.lastIndexOf);
   p.StringPrototypeIncludes = uncurryThis(String.prototype.includes);
   p.StringPrototypeRepeat = uncurryThis(String.prototype.repeat);
   p.StringPrototypeToLowerCase = uncurryThis(String.prototype.toLowerCase);

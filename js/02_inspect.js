@@ -47,6 +47,7 @@
     StringPrototypeEndsWith,
     StringPrototypeIncludes,
     StringPrototypeIndexOf,
+    StringPrototypeLastIndexOf,
     StringPrototypeNormalize,
     StringPrototypePadEnd,
     StringPrototypePadStart,
@@ -106,6 +107,33 @@
   const getPromiseDetails = core.getPromiseDetails;
   const getProxyDetails = core.getProxyDetails;
   const customInspectSymbol = p.SymbolFor("nodejs.util.inspect.custom");
+
+  // Console output follows the util.inspect of the Node that hosts the
+  // runtime, as the reference backend's does (it renders with the host's
+  // own util.inspect). Where the Node lines this backend supports render
+  // differently, the difference is a flag here, set once per isolate by
+  // seal() from the host's major version (`followNodeLine`). Each flag was
+  // read off that line's lib/internal/util/inspect.js and is checked by the
+  // parity suite running on that line (docs/CONTRACT.md, Console output).
+  const dialect = {
+    __proto__: null,
+    // Node 22: `{ [Symbol(a)]: 1 }`; 24 and later: `{ Symbol(a): 1 }`.
+    bracketedSymbolKeys: true,
+    // Node 22 adds `[tag]` unless the constructor name contains the tag at
+    // a word boundary; 24 and later unless the constructor is the tag's last
+    // dot-separated segment, printing the whole tag in that case.
+    tagByLastSegment: false,
+    // Node 26 and later wrap each proxy layer: `Proxy({ a: 1 })`.
+    proxiesShown: false,
+    // Node 26 and later list a SuppressedError's `error` and `suppressed`.
+    suppressedErrorKeys: false,
+  };
+  function followNodeLine(major) {
+    dialect.bracketedSymbolKeys = major < 24;
+    dialect.tagByLastSegment = major >= 24;
+    dialect.proxiesShown = major >= 26;
+    dialect.suppressedErrorKeys = major >= 26;
+  }
   const MAX_SAFE_DEPTH = 4;
 
   const kObjectType = 0;
@@ -312,6 +340,12 @@
       if (tag !== "" && fallback !== tag) return `[${fallback}${size}: null prototype] [${tag}] `;
       return `[${fallback}${size}: null prototype] `;
     }
+    if (dialect.tagByLastSegment) {
+      if (tag === "") return `${constructor}${size} `;
+      const dot = StringPrototypeLastIndexOf(tag, ".");
+      if (constructor === (dot >= 1 ? StringPrototypeSlice(tag, dot + 1) : tag)) return `${tag}${size} `;
+      return `${constructor}${size} [${tag}] `;
+    }
     let result = `${constructor}${size} `;
     if (tag !== "") {
       const position = StringPrototypeIndexOf(constructor, tag);
@@ -358,10 +392,21 @@
     }
     if (value === null) return "null";
     const context = value;
-    const proxy = getProxyDetails(value);
+    let proxy = getProxyDetails(value);
+    let proxies = 0;
     if (proxy !== undefined && proxy !== null) {
-      if (proxy[0] === null) return "<Revoked Proxy>";
-      value = proxy[0];
+      if (!dialect.proxiesShown) {
+        if (proxy[0] === null) return "<Revoked Proxy>";
+        value = proxy[0];
+      } else {
+        // Every layer unwrapped (its traps never run) and shown.
+        do {
+          if (proxy[0] === null) return wrapProxies("<Revoked Proxy>", proxies);
+          value = proxy[0];
+          proxy = getProxyDetails(value);
+          proxies += 1;
+        } while (proxy !== undefined && proxy !== null);
+      }
     }
     if (ctx.customInspect) {
       let maybeCustom;
@@ -395,13 +440,25 @@
       }
       return `[Circular *${index}]`;
     }
-    return formatRaw(ctx, value, recurseTimes, typedArray);
+    return wrapProxies(formatRaw(ctx, value, recurseTimes, typedArray), proxies);
+  }
+
+  function wrapProxies(formatted, proxies) {
+    for (let i = 0; i < proxies; i++) formatted = `Proxy(${formatted})`;
+    return formatted;
   }
 
   function formatRaw(ctx, value, recurseTimes, typedArray) {
     let keys;
     const constructor = getConstructorName(value, ctx, recurseTimes);
-    let tag = value[SymbolToStringTag];
+    // A throwing Symbol.toStringTag getter means no tag (as Node 24 and
+    // later have it; Node 22's inspect throws, and rendering never does).
+    let tag = "";
+    try {
+      tag = value[SymbolToStringTag];
+    } catch {
+      tag = "";
+    }
     if (typeof tag !== "string" || (tag !== "" && ObjectPrototypePropertyIsEnumerable(value, SymbolToStringTag))) {
       tag = "";
     }
@@ -731,6 +788,14 @@
     } catch {
       // A throwing `errors` getter is ignored.
     }
+    if (dialect.suppressedErrorKeys) {
+      if (ObjectHasOwn(err, "error") && (keys.length === 0 || !ArrayPrototypeIncludes(keys, "error"))) {
+        ArrayPrototypePush(keys, "error");
+      }
+      if (ObjectHasOwn(err, "suppressed") && (keys.length === 0 || !ArrayPrototypeIncludes(keys, "suppressed"))) {
+        ArrayPrototypePush(keys, "suppressed");
+      }
+    }
     stack = improveStack(stack, constructor, String(name), tag);
     let pos = (message && StringPrototypeIndexOf(stack, message)) || -1;
     if (pos !== -1) pos += message.length;
@@ -1022,7 +1087,12 @@
       str = "undefined";
     }
     if (type === kArrayType) return str;
-    if (typeof key === "symbol") {
+    if (!dialect.bracketedSymbolKeys) {
+      if (typeof key === "symbol") name = escapeKey(SymbolPrototypeToString(key));
+      else if (RegExpPrototypeExec(keyStrRegExp, key) !== null) name = key === "__proto__" ? "['__proto__']" : key;
+      else name = strEscape(key);
+      if (desc.enumerable === false) name = `[${name}]`;
+    } else if (typeof key === "symbol") {
       name = `[${escapeKey(SymbolPrototypeToString(key))}]`;
     } else if (key === "__proto__") {
       name = "['__proto__']";
@@ -1095,5 +1165,6 @@
     }
   }
   dsh.inspect = inspect;
+  dsh.followNodeLine = followNodeLine;
   dsh.getStringWidth = getStringWidth;
 })(globalThis);

@@ -252,9 +252,14 @@
     return settled.promise;
   }
 
-  /** Strip every internal handle from the global and hand back the driver. */
-  function seal() {
+  /**
+   * Strip every internal handle from the global and hand back the driver.
+   * `nodeMajor`: the host Node's major version, whose util.inspect the
+   * console follows (02_inspect.js, followNodeLine).
+   */
+  function seal(nodeMajor) {
     const g = globalThis;
+    dsh.followNodeLine(nodeMajor);
     dsh.capSharedArrayBuffer();
     g.console = dsh.makeConsole();
     ObjectDefineProperty(g, "process", { __proto__: null, value: dsh.makeProcess(), writable: true, configurable: true, enumerable: false });

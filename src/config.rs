@@ -21,6 +21,9 @@ pub struct RuntimeConfig {
   pub max_queued_runs: usize,
   /// Isolates kept prepared ahead of runs (each on an idle thread).
   pub prepared_isolates: usize,
+  /// Major version of the Node that hosts the runtime: console output
+  /// renders as that line's util.inspect does (js/02_inspect.js).
+  pub host_node_major: u32,
 }
 
 impl RuntimeConfig {

@@ -84,7 +84,7 @@ impl PreparedIsolate {
     .map_err(|error| format!("creating an isolate failed: {error}"))?;
     external_memory.bind_isolate(runtime.v8_isolate().thread_safe_handle());
     let sealed = runtime
-      .execute_script("ext:dsh_sandbox/seal.js", "__dsh.seal()")
+      .execute_script("ext:dsh_sandbox/seal.js", format!("__dsh.seal({})", config.host_node_major))
       .map_err(|error| format!("sealing an isolate failed: {error}"))?;
     let (install, watch, release_timers) = {
       deno_core::scope!(scope, runtime);

@@ -327,6 +327,7 @@ impl NativeRuntime {
       max_concurrent_runs: config.max_concurrent_runs as usize,
       max_queued_runs: config.max_queued_runs as usize,
       prepared_isolates: config.prepared_isolates as usize,
+      host_node_major: env.get_node_version()?.major,
     };
     config.validate().map_err(|message| Error::new(Status::InvalidArg, message))?;
     config.check_machine_limits().map_err(|message| Error::new(Status::InvalidArg, message))?;
