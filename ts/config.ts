@@ -5,7 +5,7 @@
  */
 import os from 'node:os'
 import z from '@deepseek-ai/schemastery'
-import type { NativeConfig } from '../index.js'
+import type { NativeConfig } from './native.js'
 
 /** Node's setTimeout ceiling, the seam's upper bound for maxWallMs. */
 export const MAX_WALL_MS = 2_147_483_647

@@ -8,7 +8,7 @@
  */
 import { types } from 'node:util'
 import type { HostNamespace } from './bindings.js'
-import type { NativeRuntime } from '../index.js'
+import type { NativeRuntime } from './native.js'
 import { encodeLossless, losslessJson } from './lossless-json.js'
 
 const JSONStringify = JSON.stringify

@@ -14,7 +14,7 @@
  */
 import type { Context } from '@deepseek-ai/cordis'
 import { CodeRuntime, type CodeRunFailure, type CodeRunRequest, type CodeRunResult } from '@deepseek-ai/dsh-code-runtime'
-import { NativeRuntime, type NativeLogs, type NativeRunResult, type NativeStats } from '../index.js'
+import { NativeRuntime, type NativeLogs, type NativeRunResult, type NativeStats } from './native.js'
 import { resolveBindings } from './bindings.js'
 import { Config, validateConfig, type V8CodeRuntimeConfig } from './config.js'
 import { HostCalls } from './host-calls.js'

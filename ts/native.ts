@@ -1,0 +1,50 @@
+/**
+ * The addon, loaded through napi's generated loader (`index.js`), which picks
+ * the platform package that npm installed from the main package's
+ * `optionalDependencies`. Where that fails, the error says why in terms a
+ * user can act on (no binary for this platform, or the platform package was
+ * not installed) instead of the loader's generic chain, which ends at a
+ * WebAssembly package this project does not publish.
+ * @module
+ */
+import { createRequire } from 'node:module'
+import type * as Loader from '../index.js'
+
+const require = createRequire(import.meta.url)
+const manifest = require('../package.json') as { name: string; version: string; optionalDependencies?: Record<string, string> }
+
+/** napi's name for this machine's platform (`linux-x64-gnu`, `darwin-arm64`). */
+function currentPlatform(): string {
+  const parts: string[] = [process.platform, process.arch]
+  if (process.platform === 'linux') {
+    // Node's report names the glibc it runs on; musl builds report none.
+    const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header
+    parts.push(header?.glibcVersionRuntime ? 'gnu' : 'musl')
+  }
+  return parts.join('-')
+}
+
+function loadFailure(cause: unknown): Error {
+  const platform = currentPlatform()
+  const prefix = `${manifest.name}-`
+  const supported = Object.keys(manifest.optionalDependencies ?? {}).map((name) => name.slice(prefix.length))
+  const platformPackage = `${prefix}${platform}`
+  const message = supported.includes(platform)
+    ? `${manifest.name} could not load its binary for ${platform}: the package ${platformPackage}@${manifest.version} ` +
+      `should hold it. It is installed as an optional dependency: reinstall without --omit=optional / --no-optional ` +
+      `(and with a lockfile made on ${platform}, or none).`
+    : `${manifest.name} has no prebuilt binary for this platform (${platform}). Supported: ${supported.join(', ')}.`
+  return new Error(message, { cause })
+}
+
+async function load(): Promise<typeof Loader> {
+  try {
+    return await import('../index.js')
+  } catch (error) {
+    throw loadFailure(error)
+  }
+}
+
+export const { NativeRuntime } = await load()
+export type NativeRuntime = Loader.NativeRuntime
+export type { NativeConfig, NativeLogs, NativeRunResult, NativeStats } from '../index.js'
