@@ -126,12 +126,12 @@ describe('publishing from the built checkout', () => {
       .filter((name) => name.endsWith('.ts'))
       .flatMap((name) => [`lib/${name.replace(/\.ts$/, '.d.ts')}`, `lib/${name.replace(/\.ts$/, '.js')}`])
     expect(installed).toEqual(
-      ['README.md', 'index.d.ts', 'index.js', 'js/00_primordials.js', 'js/01_lossless_json.js', 'package.json', ...compiled].sort(),
+      ['LICENSE', 'README.md', 'index.d.ts', 'index.js', 'js/00_primordials.js', 'js/01_lossless_json.js', 'package.json', ...compiled].sort(),
     )
   })
 
   it('the platform package ships the binary', () => {
-    expect(filesUnder(join(folder, 'consumer', 'node_modules', PLATFORM_PACKAGE))).toEqual([BINARY, 'README.md', 'package.json'].sort())
+    expect(filesUnder(join(folder, 'consumer', 'node_modules', PLATFORM_PACKAGE))).toEqual([BINARY, 'LICENSE', 'README.md', 'package.json'].sort())
   })
 })
 
