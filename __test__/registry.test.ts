@@ -193,16 +193,19 @@ describe('where the binary cannot load, the import says why', () => {
 })
 
 describe('a version bump', () => {
-  it('moves the main package, the platform package, optionalDependencies and the loader together', () => {
+  it('moves the main package, the platform package, optionalDependencies, the lockfile and the loader together', () => {
     // A copy of what `npm version` touches; the bump runs the real script.
     const copy = join(folder, 'bump')
-    for (const path of ['package.json', 'index.js', 'scripts/release.mjs', 'npm']) cpSync(join(root, path), join(copy, path), { recursive: true })
+    for (const path of ['package.json', 'package-lock.json', 'index.js', 'scripts/release.mjs', 'npm']) cpSync(join(root, path), join(copy, path), { recursive: true })
     symlinkSync(join(root, 'node_modules'), join(copy, 'node_modules'))
     npm(['version', 'minor', '--no-git-tag-version'], copy)
     const bumped = JSON.parse(readFileSync(join(copy, 'package.json'), 'utf8'))
     expect(bumped.version).not.toBe(manifest.version)
     expect(bumped.optionalDependencies).toEqual({ [PLATFORM_PACKAGE]: bumped.version })
     expect(JSON.parse(readFileSync(join(copy, 'npm', 'linux-x64-gnu', 'package.json'), 'utf8')).version).toBe(bumped.version)
+    const lock = JSON.parse(readFileSync(join(copy, 'package-lock.json'), 'utf8'))
+    expect(lock.packages[''].optionalDependencies).toEqual(bumped.optionalDependencies)
+    expect(lock.packages['npm/linux-x64-gnu'].version).toBe(bumped.version)
     const loader = readFileSync(join(copy, 'index.js'), 'utf8')
     expect(loader).toContain(`bindingPackageVersion !== '${bumped.version}'`)
     expect(loader).not.toContain(`'${manifest.version}'`)

@@ -8,8 +8,9 @@
 //   node scripts/release.mjs version     (npm's `version` script)
 //     After `npm version <bump>` has set package.json's version: moves every
 //     platform package (`napi version`), the optionalDependencies and the
-//     version napi's generated loader (index.js) expects to the same one,
-//     and stages them for the commit npm makes.
+//     version napi's generated loader (index.js) expects and the lockfile's
+//     record of them to the same one, and stages them for the commit npm
+//     makes.
 //   node scripts/release.mjs prepublish  (npm's `prepublishOnly` script)
 //     Checks that the checkout is built (`npm run build`) and no older than
 //     its sources, puts the built binary into npm/<platform>/ and publishes
@@ -48,6 +49,14 @@ function version() {
   for (const triple of targets) optional[`${manifest.name}-${platformOf(triple)}`] = manifest.version
   manifest.optionalDependencies = optional
   writeJson(manifestPath, manifest)
+  // The platform packages are workspaces (so `npm ci` resolves them from the
+  // checkout, not from a registry that may not have this version yet): the
+  // lockfile records their versions and the root's optionalDependencies.
+  const lockPath = join(root, 'package-lock.json')
+  const lock = JSON.parse(readFileSync(lockPath, 'utf8'))
+  lock.packages[''].optionalDependencies = optional
+  for (const triple of targets) lock.packages[`npm/${platformOf(triple)}`].version = manifest.version
+  writeJson(lockPath, lock)
   // The generated loader compares the platform package's version with the
   // one it was generated for.
   const loaderPath = join(root, 'index.js')
@@ -60,7 +69,7 @@ function version() {
   // (which npm passes on as an empty value): stage what moved.
   const committing = [undefined, 'true'].includes(process.env.npm_config_git_tag_version)
   if (committing && spawnSync('git', ['rev-parse', '--is-inside-work-tree'], { cwd: root, stdio: 'ignore' }).status === 0) {
-    execFileSync('git', ['add', 'package.json', 'npm', 'index.js'], { cwd: root, stdio: 'inherit' })
+    execFileSync('git', ['add', 'package.json', 'package-lock.json', 'npm', 'index.js'], { cwd: root, stdio: 'inherit' })
   }
 }
 
