@@ -8,7 +8,7 @@
 import os from 'node:os'
 import { Context } from '@deepseek-ai/cordis'
 import { describe, expect, it } from 'vitest'
-import { mount, tools, V8CodeRuntime, type Mounted } from './helpers.js'
+import { mount, tools, until, V8CodeRuntime, type Mounted } from './helpers.js'
 
 /** A binding whose calls the test answers when it chooses. */
 function gate() {
@@ -28,11 +28,6 @@ function gate() {
     /** Answer every held call with `value`. */
     open: (value: unknown) => held.splice(0).forEach((resolve) => resolve(value)),
   }
-}
-
-/** Resolves once `condition()` holds, checked once per event-loop turn. */
-async function until(condition: () => boolean): Promise<void> {
-  while (!condition()) await new Promise((resolve) => setImmediate(resolve))
 }
 
 function addsUp(stats: ReturnType<V8CodeRuntime['stats']>) {

@@ -32,3 +32,8 @@ export function tools(
 ) {
   return [{ global: 'tools', functions: functions as never, ...(errorClass ? { errorClass } : {}) }]
 }
+
+/** Resolves once `condition()` holds, checked once per event-loop turn. */
+export async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((resolve) => setImmediate(resolve))
+}
