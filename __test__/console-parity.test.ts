@@ -104,6 +104,10 @@ const base: string[] = [
   'new Proxy(new Proxy({ x: 1 }, {}), {})', 'new Proxy(function f() {}, {})', 'new Proxy(new Map([[1, 2]]), {})',
   '(() => { const r = Proxy.revocable({}, {}); r.revoke(); return r.proxy })()',
   "(() => { const e = new Error('s'); e.stack = 'SuppressedError: s\\n    at u (v.ts:1:1)'; e.name = 'SuppressedError'; return Object.defineProperties(e, { error: { value: 'thrown' }, suppressed: { value: 'earlier' } }) })()",
+  // Buffers
+  "Buffer.from('hi')", 'Buffer.alloc(0)', 'Buffer.alloc(50, 1)', 'Buffer.alloc(51, 2)', 'Buffer.alloc(300)',
+  "Object.assign(Buffer.from('ab'), { extra: 1, more: 'x' })", "Object.assign(Buffer.alloc(0), { only: true })",
+  "Buffer.from('hi').subarray(1)",
   // misc
   'globalThis.Math', 'JSON', '[new Date(0), /r/, 1n, Symbol("x")]', "'top-level strings are raw'", '(function () { return arguments })(1, 2)',
 ]

@@ -35,6 +35,8 @@
   // 09_builtin_proxies.js replaces Function.prototype.toString (so that
   // its proxies print as the built-ins they stand for); it needs the object.
   p.FunctionPrototype = Function.prototype;
+  // 13_buffer.js compiles the vendored buffer package on first use.
+  p.Function = Function;
 
   p.Object = Object;
   p.ObjectPrototype = Object.prototype;
@@ -60,6 +62,8 @@
   p.ArrayPrototypeJoin = uncurryThis(Array.prototype.join);
   p.ArrayPrototypePush = uncurryThis(Array.prototype.push);
   p.ArrayPrototypePop = uncurryThis(Array.prototype.pop);
+  p.ArrayPrototypeSlice = uncurryThis(Array.prototype.slice);
+  p.ArrayPrototypeSplice = uncurryThis(Array.prototype.splice);
   p.ArrayPrototypeIncludes = uncurryThis(Array.prototype.includes);
   p.ArrayPrototypeIndexOf = uncurryThis(Array.prototype.indexOf);
   p.ArrayPrototypeSort = uncurryThis(Array.prototype.sort);
@@ -268,6 +272,9 @@
   p.TypedArrayPrototypeGetBuffer = uncurryThis(
     Object.getOwnPropertyDescriptor(TypedArrayPrototype, "buffer").get,
   );
+  p.TypedArrayPrototypeGetByteOffset = uncurryThis(
+    Object.getOwnPropertyDescriptor(TypedArrayPrototype, "byteOffset").get,
+  );
   p.TypedArrayPrototypeSubarray = uncurryThis(TypedArrayPrototype.subarray);
   p.TypedArrayPrototypeSet = uncurryThis(TypedArrayPrototype.set);
   p.DataViewPrototypeGetByteLength = uncurryThis(
@@ -282,26 +289,24 @@
   p.isProxy = globalThis.Deno.core.isProxy;
 
   // The sandbox's own ops, captured before `Deno` is deleted by the seal.
+  // The sandbox's own ops, as src/sandbox_ext.rs lists them (the one list):
+  // every op named op_dsh_*, captured before the seal removes Deno.
   const coreOps = globalThis.Deno.core.ops;
   const ops = Object.create(null);
-  for (const name of [
-    "op_dsh_log",
-    "op_dsh_output_remaining",
-    "op_dsh_call",
-    "op_dsh_replies",
-    "op_dsh_settle",
-    "op_dsh_exit",
-    "op_dsh_now",
-    "op_dsh_random",
-    "op_dsh_url_parse",
-    "op_dsh_url_set",
-    "op_dsh_preview_entries",
-    "op_dsh_memory_check",
-    "op_dsh_charge_until_collected",
-    "op_dsh_json_nesting_admitted",
-  ]) {
-    ops[name] = coreOps[name];
+  for (const name of Object.keys(coreOps)) {
+    if (name.startsWith("op_dsh_")) ops[name] = coreOps[name];
   }
 
-  globalThis.__dsh = { __proto__: null, primordials: p, ops: Object.freeze(ops), webGlobals: [] };
+  globalThis.__dsh = {
+    __proto__: null,
+    primordials: p,
+    ops: Object.freeze(ops),
+    // [name, value]: the globals seal() defines.
+    webGlobals: [],
+    // [name, make]: globals made on a program's first touch (seal() defines
+    // an accessor that replaces itself by make()'s value).
+    lazyGlobals: [],
+    // (major) => void: told the host Node's major version at seal().
+    nodeLineFollowers: [],
+  };
 })(globalThis);

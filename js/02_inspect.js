@@ -1165,6 +1165,8 @@
     }
   }
   dsh.inspect = inspect;
-  dsh.followNodeLine = followNodeLine;
+  // Buffer's rendering lists the properties a Buffer carries beyond its bytes.
+  dsh.ownNonIndexKeys = getOwnNonIndexProperties;
+  p.ArrayPrototypePush(dsh.nodeLineFollowers, followNodeLine);
   dsh.getStringWidth = getStringWidth;
 })(globalThis);

@@ -254,18 +254,35 @@
 
   /**
    * Strip every internal handle from the global and hand back the driver.
-   * `nodeMajor`: the host Node's major version, whose util.inspect the
-   * console follows (02_inspect.js, followNodeLine).
+   * `nodeMajor`: the host Node's major version, which the Node APIs here
+   * follow where Node's lines differ (dsh.nodeLineFollowers: console
+   * rendering, Buffer.poolSize).
    */
   function seal(nodeMajor) {
     const g = globalThis;
-    dsh.followNodeLine(nodeMajor);
+    const followers = dsh.nodeLineFollowers;
+    for (let i = 0; i < followers.length; i++) followers[i](nodeMajor);
     dsh.capSharedArrayBuffer();
     g.console = dsh.makeConsole();
     ObjectDefineProperty(g, "process", { __proto__: null, value: dsh.makeProcess(), writable: true, configurable: true, enumerable: false });
     const globals = dsh.webGlobals;
     for (let i = 0; i < globals.length; i++) {
       ObjectDefineProperty(g, globals[i][0], { __proto__: null, value: globals[i][1], writable: true, configurable: true, enumerable: false });
+    }
+    const lazy = dsh.lazyGlobals;
+    for (let i = 0; i < lazy.length; i++) {
+      const [name, make] = lazy[i];
+      const settle = (value) => {
+        ObjectDefineProperty(g, name, { __proto__: null, value, writable: true, configurable: true, enumerable: false });
+        return value;
+      };
+      ObjectDefineProperty(g, name, {
+        __proto__: null,
+        get: () => settle(make()),
+        set: settle,
+        configurable: true,
+        enumerable: false,
+      });
     }
     delete g.Deno;
     delete g.__bootstrap;

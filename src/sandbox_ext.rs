@@ -271,6 +271,43 @@ fn json_nesting<T: Copy + Into<u32>>(units: &[T]) -> usize {
   deepest
 }
 
+/// Buffer: the UTF-8 length of `text` as Node counts it (V8's count: a
+/// lone surrogate is the 3 bytes of the U+FFFD written in its place).
+#[op2(nofast)]
+fn op_dsh_utf8_length(scope: &mut v8::PinScope, text: v8::Local<v8::String>) -> u32 {
+  // A string has at most 2^29 units of at most 3 bytes: u32 holds it.
+  text.utf8_length(scope) as u32
+}
+
+/// Buffer: writes `text` as UTF-8 into `buffer` (memory the program's
+/// allocator gave it, so it counts against the caps), whole characters
+/// only, a lone surrogate as U+FFFD, as Node's Buffer does. Returns the
+/// bytes written.
+#[op2(nofast)]
+fn op_dsh_utf8_write(scope: &mut v8::PinScope, text: v8::Local<v8::String>, #[buffer] buffer: &mut [u8]) -> u32 {
+  text.write_utf8_v2(scope, buffer, v8::WriteFlags::kReplaceInvalidUtf8, None) as u32
+}
+
+/// Buffer: writes the low byte of each UTF-16 unit of `text` into `buffer`
+/// (Node's latin1, binary and ascii encodings), as many as fit.
+#[op2(nofast)]
+fn op_dsh_latin1_write(scope: &mut v8::PinScope, text: v8::Local<v8::String>, #[buffer] buffer: &mut [u8]) -> u32 {
+  text.write_one_byte_v2(scope, 0, buffer, v8::WriteFlags::empty());
+  text.length().min(buffer.len()) as u32
+}
+
+/// The `buffer` package, bundled (scripts/vendor-buffer.mjs): a script whose
+/// completion value is the package's exports.
+static BUFFER_PACKAGE: &str = include_str!("../js/vendor/buffer_package.js");
+
+/// Buffer: the package's source, for js/13_buffer.js to evaluate when a
+/// program first touches `Buffer` (not at snapshot time: see there why).
+#[op2]
+#[string]
+fn op_dsh_buffer_package_source() -> &'static str {
+  BUFFER_PACKAGE
+}
+
 /// Fill `buffer` from the kernel's CSPRNG (crypto.getRandomValues).
 #[op2(fast)]
 fn op_dsh_random(#[buffer] buffer: &mut [u8]) -> Result<(), JsErrorBox> {
@@ -398,6 +435,10 @@ deno_core::extension!(
     op_dsh_memory_check,
     op_dsh_charge_until_collected,
     op_dsh_json_nesting_admitted,
+    op_dsh_utf8_length,
+    op_dsh_utf8_write,
+    op_dsh_latin1_write,
+    op_dsh_buffer_package_source,
   ],
   js = [
     dir "js",
@@ -414,6 +455,8 @@ deno_core::extension!(
     "09_builtin_proxies.js",
     "10_memory_caps.js",
     "11_interruptible.js",
+    "12_node_errors.js",
+    "13_buffer.js",
     "99_bootstrap.js",
   ],
   // Built-in ops a program has no business reaching, disabled even though

@@ -1,0 +1,159 @@
+// Copyright the dsh-code-runtime-v8 authors. MIT license.
+// Node's argument errors (lib/internal/errors.js, MIT license, Copyright
+// Node.js contributors), for the Node APIs the sandbox provides (Buffer,
+// events, timers): the same class, `code` and message as Node's, and the
+// stack headed `RangeError [ERR_OUT_OF_RANGE]: ...` as Node prints it, so
+// a program that inspects, compares or logs them sees what it would in Node.
+"use strict";
+
+((globalThis) => {
+  const dsh = globalThis.__dsh;
+  const { primordials: p } = dsh;
+  const { ObjectDefineProperty, StringPrototypeSlice, StringPrototypeIndexOf, NumberIsInteger, MathAbs, MathFloor, String } = p;
+
+  /** An instance of `Base` shaped as Node's errors with `code`. */
+  function nodeError(Base, code, message) {
+    const error = new Base(message);
+    ObjectDefineProperty(error, "toString", {
+      __proto__: null,
+      value() {
+        return `${this.name} [${code}]: ${this.message}`;
+      },
+      enumerable: false,
+      writable: true,
+      configurable: true,
+    });
+    // V8 formats the stack on its first read, with the name at that time.
+    ObjectDefineProperty(error, "name", { __proto__: null, value: `${error.name} [${code}]`, enumerable: false, writable: true, configurable: true });
+    void error.stack;
+    delete error.name;
+    error.code = code;
+    return error;
+  }
+
+  function addNumericalSeparator(value) {
+    let result = "";
+    let i = value.length;
+    const start = value[0] === "-" ? 1 : 0;
+    for (; i >= start + 4; i -= 3) result = `_${StringPrototypeSlice(value, i - 3, i)}${result}`;
+    return `${StringPrototypeSlice(value, 0, i)}${result}`;
+  }
+
+  /** How Node's messages describe a value they received. */
+  function determineSpecificType(value) {
+    if (value === null) return "null";
+    if (value === undefined) return "undefined";
+    const type = typeof value;
+    switch (type) {
+      case "bigint":
+        return `type bigint (${value}n)`;
+      case "number":
+        if (value === 0) return 1 / value === -Infinity ? "type number (-0)" : "type number (0)";
+        return `type number (${value})`;
+      case "boolean":
+        return `type boolean (${value})`;
+      case "symbol":
+        return `type symbol (${p.SymbolPrototypeToString(value)})`;
+      case "function":
+        return `function ${value.name}`;
+      case "object":
+        if (value.constructor && "name" in value.constructor) return `an instance of ${value.constructor.name}`;
+        return dsh.inspect(value, { __proto__: null, depth: -1 });
+      case "string": {
+        let shown = value;
+        if (shown.length > 28) shown = `${StringPrototypeSlice(shown, 0, 25)}...`;
+        if (StringPrototypeIndexOf(shown, "'") === -1) return `type string ('${shown}')`;
+        return `type string (${p.JSONStringify(shown)})`;
+      }
+      default:
+        return `type ${type} (${dsh.inspect(value)})`;
+    }
+  }
+
+  const TYPES = ["string", "function", "number", "object", "Function", "Object", "boolean", "bigint", "symbol"];
+
+  function formatList(list, word) {
+    if (list.length <= 2) return p.ArrayPrototypeJoin(list, ` ${word} `);
+    return `${p.ArrayPrototypeJoin(p.ArrayPrototypeSlice(list, 0, -1), ", ")}, ${word} ${list[list.length - 1]}`;
+  }
+
+  /** ERR_INVALID_ARG_TYPE: `name` must be one of `expected` (types, classes or other). */
+  function invalidArgType(name, expected, actual) {
+    if (!p.ArrayIsArray(expected)) expected = [expected];
+    let message = "The ";
+    if (p.StringPrototypeEndsWith(name, " argument")) message += `${name} `;
+    else message += `"${name}" ${p.StringPrototypeIncludes(name, ".") ? "property" : "argument"} `;
+    message += "must be ";
+    const types = [];
+    const instances = [];
+    const other = [];
+    for (let i = 0; i < expected.length; i++) {
+      const value = expected[i];
+      if (p.ArrayPrototypeIncludes(TYPES, value)) p.ArrayPrototypePush(types, p.StringPrototypeToLowerCase(value));
+      else if (p.RegExpPrototypeExec(/^([A-Z][a-z0-9]*)+$/, value) !== null) p.ArrayPrototypePush(instances, value);
+      else p.ArrayPrototypePush(other, value);
+    }
+    if (instances.length > 0) {
+      const at = p.ArrayPrototypeIndexOf(types, "object");
+      if (at !== -1) {
+        p.ArrayPrototypeSplice(types, at, 1);
+        p.ArrayPrototypePush(instances, "Object");
+      }
+    }
+    if (types.length > 0) {
+      message += `${types.length > 1 ? "one of type" : "of type"} ${formatList(types, "or")}`;
+      if (instances.length > 0 || other.length > 0) message += " or ";
+    }
+    if (instances.length > 0) {
+      message += `an instance of ${formatList(instances, "or")}`;
+      if (other.length > 0) message += " or ";
+    }
+    if (other.length > 0) {
+      if (other.length > 1) message += `one of ${formatList(other, "or")}`;
+      else {
+        if (p.StringPrototypeToLowerCase(other[0]) !== other[0]) message += "an ";
+        message += other[0];
+      }
+    }
+    return nodeError(p.TypeError, "ERR_INVALID_ARG_TYPE", `${message}. Received ${determineSpecificType(actual)}`);
+  }
+
+  /** ERR_OUT_OF_RANGE: the value of `name` must be `range`. */
+  function outOfRange(name, range, input) {
+    let received;
+    if (NumberIsInteger(input) && MathAbs(input) > 2 ** 32) {
+      received = addNumericalSeparator(String(input));
+    } else if (typeof input === "bigint") {
+      received = String(input);
+      if (input > 2n ** 32n || input < -(2n ** 32n)) received = addNumericalSeparator(received);
+      received += "n";
+    } else {
+      received = dsh.inspect(input);
+    }
+    return nodeError(p.RangeError, "ERR_OUT_OF_RANGE", `The value of "${name}" is out of range. It must be ${range}. Received ${received}`);
+  }
+
+  function validateNumber(value, name) {
+    if (typeof value !== "number") throw invalidArgType(name, "number", value);
+  }
+
+  /** Node's boundsError: an offset (or `type`) outside [0 or 1, length]. */
+  function bounds(value, length, type) {
+    if (MathFloor(value) !== value) {
+      validateNumber(value, type || "offset");
+      return outOfRange(type || "offset", "an integer", value);
+    }
+    if (length < 0) return nodeError(p.RangeError, "ERR_BUFFER_OUT_OF_BOUNDS", "Attempt to access memory outside buffer bounds");
+    return outOfRange(type || "offset", `>= ${type ? 1 : 0} and <= ${length}`, value);
+  }
+
+  dsh.nodeErrors = {
+    __proto__: null,
+    nodeError,
+    invalidArgType,
+    outOfRange,
+    validateNumber,
+    bounds,
+    unknownEncoding: (encoding) => nodeError(p.TypeError, "ERR_UNKNOWN_ENCODING", `Unknown encoding: ${encoding}`),
+  };
+})(globalThis);
