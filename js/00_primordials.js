@@ -139,6 +139,8 @@
     Object.getOwnPropertyDescriptor(Symbol.prototype, "description").get,
   );
   p.Symbol = Symbol;
+  // Immediate's disposer (04_timers.js), as Node's.
+  p.SymbolDispose = Symbol.dispose;
   p.SymbolIterator = Symbol.iterator;
   p.SymbolToPrimitive = Symbol.toPrimitive;
   p.SymbolToStringTag = Symbol.toStringTag;
@@ -254,6 +256,8 @@
   // The two prototypes whose methods copy a whole string into ICU memory
   // (10_memory_caps.js checks them); %Segments% has no global name.
   p.IntlSegmenterPrototype = Intl.Segmenter.prototype;
+  // navigator.language: ICU's default locale, as Node reads it.
+  p.IntlDateTimeFormat = Intl.DateTimeFormat;
   p.IntlSegmentsPrototype = Object.getPrototypeOf(new Intl.Segmenter().segment(""));
   p.Uint8Array = Uint8Array;
   p.Uint16Array = Uint16Array;
@@ -301,12 +305,13 @@
     __proto__: null,
     primordials: p,
     ops: Object.freeze(ops),
-    // [name, value]: the globals seal() defines.
+    // [name, value, enumerable?]: the globals seal() defines.
     webGlobals: [],
     // [name, make]: globals made on a program's first touch (seal() defines
     // an accessor that replaces itself by make()'s value).
     lazyGlobals: [],
-    // (major) => void: told the host Node's major version at seal().
+    // (host) => void: told the host's facts at seal() ({ nodeMajor,
+    // hardwareConcurrency, platform }: src/isolate.rs).
     nodeLineFollowers: [],
   };
 })(globalThis);

@@ -418,7 +418,23 @@
       if (typeof maybeCustom === "function" && maybeCustom !== inspect &&
           ObjectGetOwnPropertyDescriptor(value, "constructor")?.value?.prototype !== value) {
         const depth = ctx.depth - recurseTimes;
-        const options = { __proto__: null, depth, colors: false, customInspect: true, breakLength: ctx.breakLength, compact: ctx.compact };
+        // As Node's getUserOptions: the options the inspection started with
+        // (`depth` included, whatever the nesting), beside the remaining depth.
+        const options = {
+          __proto__: null,
+          showHidden: false,
+          depth: ctx.depth,
+          colors: false,
+          customInspect: true,
+          showProxy: false,
+          maxArrayLength: ctx.maxArrayLength,
+          maxStringLength: ctx.maxStringLength,
+          breakLength: ctx.breakLength,
+          compact: ctx.compact,
+          sorted: false,
+          getters: false,
+          numericSeparator: false,
+        };
         const ret = ReflectApply(maybeCustom, context, [depth, options, inspect]);
         if (ret !== context) {
           if (typeof ret !== "string") return formatValue(ctx, ret, recurseTimes);
@@ -1167,6 +1183,6 @@
   dsh.inspect = inspect;
   // Buffer's rendering lists the properties a Buffer carries beyond its bytes.
   dsh.ownNonIndexKeys = getOwnNonIndexProperties;
-  p.ArrayPrototypePush(dsh.nodeLineFollowers, followNodeLine);
+  p.ArrayPrototypePush(dsh.nodeLineFollowers, (host) => followNodeLine(host.nodeMajor));
   dsh.getStringWidth = getStringWidth;
 })(globalThis);

@@ -1,5 +1,5 @@
 // Copyright the dsh-code-runtime-v8 authors. MIT license.
-// Timers (setTimeout, setInterval and their clears) and performance.now.
+// Timers: setTimeout, setInterval, setImmediate and their clears.
 // A timer keeps the run alive until it fires or is cleared, as in Node, and
 // is handed out as Node's Timeout shape, so Node-style code runs.
 "use strict";
@@ -123,9 +123,118 @@
   }
   dsh.queueTask = queueTask;
 
+  /** A timer for the sandbox's own APIs (AbortSignal.timeout). */
+  dsh.setTimer = (callback, delay) => schedule(callback, delay, [], false);
+
+  // Node's Immediate: its own properties are what Node's has (console shows
+  // them), pending ones linked in order through _idleNext / _idlePrev as in
+  // Node's queue, with the async ids counted from this run's start.
+  const kRefed = p.Symbol("refed");
+  const kAsyncId = p.Symbol("asyncId");
+  const kTriggerId = p.Symbol("triggerId");
+  const kAsyncContextFrame = p.Symbol("kAsyncContextFrame");
+  const immediateTimers = new p.WeakMap();
+  let nextAsyncId = 2;
+  // The queue of immediates not yet run; the ones that run together leave
+  // it together (Node detaches the whole queue when it starts running it).
+  let head = null;
+  let tail = null;
+  // Node 22 leaves a spent immediate's _argv and sets _onImmediate to null;
+  // 24 and later set both to undefined.
+  let spentIsUndefined = false;
+  p.ArrayPrototypePush(dsh.nodeLineFollowers, (host) => {
+    spentIsUndefined = host.nodeMajor >= 24;
+  });
+
+  function spend(immediate) {
+    immediate._destroyed = true;
+    immediate[kRefed] = null;
+    if (spentIsUndefined) {
+      immediate._onImmediate = undefined;
+      immediate._argv = undefined;
+    } else {
+      immediate._onImmediate = null;
+    }
+  }
+
+  function unlink(immediate) {
+    if (immediate._idleNext !== null) immediate._idleNext._idlePrev = immediate._idlePrev;
+    if (immediate._idlePrev !== null) immediate._idlePrev._idleNext = immediate._idleNext;
+    if (immediate === head) head = immediate._idleNext;
+    if (immediate === tail) tail = immediate._idlePrev;
+    immediate._idleNext = null;
+    immediate._idlePrev = null;
+  }
+
+  class Immediate {
+    constructor(callback, args) {
+      this._idleNext = null;
+      this._idlePrev = null;
+      this._onImmediate = callback;
+      this._argv = args.length === 0 ? undefined : args;
+      this._destroyed = false;
+      this[kRefed] = true;
+      this[kAsyncId] = nextAsyncId++;
+      this[kTriggerId] = 1;
+      this[kAsyncContextFrame] = undefined;
+    }
+    ref() {
+      const timer = p.WeakMapPrototypeGet(immediateTimers, this);
+      if (timer !== undefined && !this._destroyed) core.refTimer(timer);
+      if (!this._destroyed) this[kRefed] = true;
+      return this;
+    }
+    unref() {
+      const timer = p.WeakMapPrototypeGet(immediateTimers, this);
+      if (timer !== undefined && !this._destroyed) core.unrefTimer(timer);
+      if (!this._destroyed) this[kRefed] = false;
+      return this;
+    }
+    hasRef() {
+      return !!this[kRefed];
+    }
+    [p.SymbolDispose]() {
+      clearImmediate(this);
+    }
+  }
+
+  function setImmediate(callback, ...args) {
+    if (typeof callback !== "function") throw dsh.nodeErrors.invalidArgType("callback", "Function", callback);
+    const immediate = new Immediate(callback, args);
+    if (tail !== null) {
+      tail._idleNext = immediate;
+      immediate._idlePrev = tail;
+    } else {
+      head = immediate;
+    }
+    tail = immediate;
+    const run = guarded(callback, args);
+    const timer = core.createTimer(() => {
+      if (immediate._destroyed) return;
+      // The first of a queue to run takes the queue with it.
+      if (immediate === head) head = tail = null;
+      spend(immediate);
+      run();
+    }, 0, undefined, false, true, false);
+    p.WeakMapPrototypeSet(immediateTimers, immediate, timer);
+    return immediate;
+  }
+
+  function clearImmediate(immediate) {
+    if (immediate === null || typeof immediate !== "object" || immediate._destroyed) return;
+    const timer = p.WeakMapPrototypeGet(immediateTimers, immediate);
+    if (timer === undefined) return;
+    spend(immediate);
+    if (!spentIsUndefined) immediate._onImmediate = null;
+    unlink(immediate);
+    core.cancelTimer(timer);
+  }
+
   const globals = dsh.webGlobals;
   const define = (name, value) => p.ArrayPrototypePush(globals, [name, value]);
   {
+    define("setImmediate", setImmediate);
+    define("clearImmediate", clearImmediate);
     define("setTimeout", function setTimeout(callback, delay, ...args) {
       return schedule(callback, delay, args, false);
     });
@@ -138,10 +247,5 @@
     define("clearInterval", function clearInterval(id) {
       clear(id);
     });
-    const performance = p.ObjectCreate(null);
-    performance.now = function now() {
-      return ops.op_dsh_now();
-    };
-    define("performance", performance);
   }
 })(globalThis);

@@ -1,6 +1,7 @@
 // Copyright the dsh-code-runtime-v8 authors. MIT license.
-// crypto.getRandomValues / crypto.randomUUID (the kernel's CSPRNG through
-// op_dsh_random) and structuredClone (V8's serializer, via deno_core).
+// crypto: getRandomValues / randomUUID (the kernel's CSPRNG through
+// op_dsh_random) and subtle.digest (RustCrypto's SHA-1/2 through
+// op_dsh_digest); and structuredClone (V8's serializer, via deno_core).
 "use strict";
 
 ((globalThis) => {
@@ -36,9 +37,59 @@
     return hex;
   }
 
-  const crypto = p.ObjectCreate(null);
-  crypto.getRandomValues = getRandomValues;
-  crypto.randomUUID = randomUUID;
+  // crypto.subtle.digest's algorithms, numbered as op_dsh_digest knows them,
+  // with their output sizes.
+  const DIGESTS = [["SHA-1", 20], ["SHA-256", 32], ["SHA-384", 48], ["SHA-512", 64]];
+
+  const illegal = p.Symbol("illegal constructor");
+  const illegalConstructor = () => dsh.nodeErrors.nodeError(TypeError, "ERR_ILLEGAL_CONSTRUCTOR", "Illegal constructor");
+
+  /** Node's SubtleCrypto, with digest only: no keys (hence no CryptoKey). */
+  class SubtleCrypto {
+    constructor(key = undefined) {
+      if (key !== illegal) throw illegalConstructor();
+    }
+    async digest(algorithm, data) {
+      if (arguments.length < 2) {
+        throw new TypeError(`Failed to execute 'digest' on 'SubtleCrypto': 2 arguments required, but only ${arguments.length} present.`);
+      }
+      const name = typeof algorithm === "string" ? algorithm : algorithm?.name;
+      let index = -1;
+      for (let i = 0; i < DIGESTS.length; i++) {
+        if (typeof name === "string" && p.StringPrototypeToUpperCase(name) === DIGESTS[i][0]) index = i;
+      }
+      let bytes;
+      if (p.ArrayBufferIsView(data)) bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+      else if (core.isAnyArrayBuffer(data)) bytes = new Uint8Array(data);
+      else throw new TypeError("Failed to execute 'digest' on 'SubtleCrypto': 2nd argument is not instance of ArrayBuffer, Buffer, TypedArray, or DataView.");
+      if (index === -1) throw dsh.domException("Unrecognized algorithm name", "NotSupportedError", this.digest);
+      // The input is copied first, as WebCrypto requires (a later change to
+      // it must not change the digest).
+      const out = new p.ArrayBuffer(DIGESTS[index][1]);
+      ops.op_dsh_digest(index, new Uint8Array(bytes), new Uint8Array(out));
+      return out;
+    }
+  }
+
+  class Crypto {
+    #subtle = new SubtleCrypto(illegal);
+    constructor(key = undefined) {
+      if (key !== illegal) throw illegalConstructor();
+    }
+    get subtle() {
+      return this.#subtle;
+    }
+    getRandomValues(array) {
+      return getRandomValues(array);
+    }
+    randomUUID() {
+      return randomUUID();
+    }
+  }
+  for (const Class of [SubtleCrypto, Crypto]) {
+    p.ObjectDefineProperty(Class.prototype, p.SymbolToStringTag, { __proto__: null, value: Class.name, configurable: true });
+  }
+  const crypto = new Crypto(illegal);
 
   const coreStructuredClone = core.structuredClone;
   function structuredClone(value, options = undefined) {
@@ -54,5 +105,9 @@
 
   const define = (name, value) => p.ArrayPrototypePush(dsh.webGlobals, [name, value]);
   define("crypto", crypto);
+  define("Crypto", Crypto);
+  define("SubtleCrypto", SubtleCrypto);
   define("structuredClone", structuredClone);
+  // performance.mark / measure clone their detail, as Node does.
+  dsh.structuredClone = structuredClone;
 })(globalThis);

@@ -347,8 +347,8 @@
   // Node 24 raised the pool from 8 KiB to 64 KiB. Nothing is pooled here;
   // the number is what a program reads.
   let nodeMajor = 0;
-  p.ArrayPrototypePush(dsh.nodeLineFollowers, (major) => {
-    nodeMajor = major;
+  p.ArrayPrototypePush(dsh.nodeLineFollowers, (host) => {
+    nodeMajor = host.nodeMajor;
   });
 
   p.ArrayPrototypePush(dsh.lazyGlobals, ["Buffer", makeBuffer]);

@@ -254,20 +254,21 @@
 
   /**
    * Strip every internal handle from the global and hand back the driver.
-   * `nodeMajor`: the host Node's major version, which the Node APIs here
-   * follow where Node's lines differ (dsh.nodeLineFollowers: console
-   * rendering, Buffer.poolSize).
+   * `host`: what the Node APIs here report of the host, as its Node would
+   * (`{ nodeMajor, hardwareConcurrency, platform }`), and follow where
+   * Node's lines differ (dsh.nodeLineFollowers: console rendering,
+   * Buffer.poolSize, navigator).
    */
-  function seal(nodeMajor) {
+  function seal(host) {
     const g = globalThis;
     const followers = dsh.nodeLineFollowers;
-    for (let i = 0; i < followers.length; i++) followers[i](nodeMajor);
+    for (let i = 0; i < followers.length; i++) followers[i](host);
     dsh.capSharedArrayBuffer();
     g.console = dsh.makeConsole();
     ObjectDefineProperty(g, "process", { __proto__: null, value: dsh.makeProcess(), writable: true, configurable: true, enumerable: false });
     const globals = dsh.webGlobals;
     for (let i = 0; i < globals.length; i++) {
-      ObjectDefineProperty(g, globals[i][0], { __proto__: null, value: globals[i][1], writable: true, configurable: true, enumerable: false });
+      ObjectDefineProperty(g, globals[i][0], { __proto__: null, value: globals[i][1], writable: true, configurable: true, enumerable: globals[i][2] === true });
     }
     const lazy = dsh.lazyGlobals;
     for (let i = 0; i < lazy.length; i++) {

@@ -21,9 +21,41 @@ pub struct RuntimeConfig {
   pub max_queued_runs: usize,
   /// Isolates kept prepared ahead of runs (each on an idle thread).
   pub prepared_isolates: usize,
-  /// Major version of the Node that hosts the runtime: console output
-  /// renders as that line's util.inspect does (js/02_inspect.js).
-  pub host_node_major: u32,
+  /// What the program's Node APIs report of the host (js/99_bootstrap.js,
+  /// seal()).
+  pub host: HostFacts,
+}
+
+/// The host as its Node reports it, for the program's `navigator` and the
+/// APIs that follow the host's Node line (console rendering, Buffer).
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostFacts {
+  /// Major version of the Node that hosts the runtime.
+  pub node_major: u32,
+  /// `navigator.hardwareConcurrency`: libuv's available parallelism, as
+  /// Node's `os.availableParallelism()`.
+  pub hardware_concurrency: u32,
+  /// `navigator.platform`, as Node spells it (`Linux x86_64`).
+  pub platform: String,
+}
+
+impl HostFacts {
+  /// `navigator.platform` as Node derives it from its platform and arch.
+  pub fn navigator_platform() -> String {
+    let arch = match std::env::consts::ARCH {
+      "x86_64" => "x86_64",
+      "x86" => "i686",
+      "aarch64" => "arm64",
+      other => other,
+    };
+    match std::env::consts::OS {
+      "linux" => format!("Linux {arch}"),
+      "macos" => "MacIntel".to_owned(),
+      "windows" => "Win32".to_owned(),
+      other => format!("{other} {arch}"),
+    }
+  }
 }
 
 impl RuntimeConfig {

@@ -61,6 +61,13 @@ impl ModuleLoader for NoModules {
   }
 }
 
+/// The call that seals an isolate, handing it the host's facts as a JSON
+/// literal (a `HostFacts` always serializes).
+fn seal_script(config: &RuntimeConfig) -> String {
+  let facts = serde_json::to_string(&config.host).unwrap_or_else(|_| "{}".to_owned());
+  format!("__dsh.seal({facts})")
+}
+
 impl PreparedIsolate {
   /// Create and seal an isolate. Must be called inside the run thread's
   /// tokio runtime context.
@@ -84,7 +91,7 @@ impl PreparedIsolate {
     .map_err(|error| format!("creating an isolate failed: {error}"))?;
     external_memory.bind_isolate(runtime.v8_isolate().thread_safe_handle());
     let sealed = runtime
-      .execute_script("ext:dsh_sandbox/seal.js", format!("__dsh.seal({})", config.host_node_major))
+      .execute_script("ext:dsh_sandbox/seal.js", seal_script(config))
       .map_err(|error| format!("sealing an isolate failed: {error}"))?;
     let (install, watch, release_timers) = {
       deno_core::scope!(scope, runtime);

@@ -29,7 +29,7 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
 use crate::bridge::Bridge;
-use crate::config::RuntimeConfig;
+use crate::config::{HostFacts, RuntimeConfig};
 use crate::control::{lock, RunControl, StopReason};
 use crate::ledger::{Completion, FailureKind, Logs, Output, OutputLedger};
 use crate::run::RunJob;
@@ -327,7 +327,11 @@ impl NativeRuntime {
       max_concurrent_runs: config.max_concurrent_runs as usize,
       max_queued_runs: config.max_queued_runs as usize,
       prepared_isolates: config.prepared_isolates as usize,
-      host_node_major: env.get_node_version()?.major,
+      host: HostFacts {
+        node_major: env.get_node_version()?.major,
+        hardware_concurrency: platform::available_parallelism(),
+        platform: HostFacts::navigator_platform(),
+      },
     };
     config.validate().map_err(|message| Error::new(Status::InvalidArg, message))?;
     config.check_machine_limits().map_err(|message| Error::new(Status::InvalidArg, message))?;

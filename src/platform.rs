@@ -40,3 +40,21 @@ pub fn ensure_initialized() -> Result<(), String> {
     })
     .clone()
 }
+
+/// The CPUs this process may use, as the host's Node counts them
+/// (`os.availableParallelism()`, libuv's `uv_available_parallelism`, which
+/// the node binary exports to addons); the standard library's count where
+/// the symbol is not there (the unit tests' own binary).
+pub fn available_parallelism() -> u32 {
+  type UvAvailableParallelism = unsafe extern "C" fn() -> libc::c_uint;
+  // SAFETY: dlsym with RTLD_DEFAULT only looks a name up in the objects
+  // already loaded; the name is a NUL-terminated literal.
+  let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"uv_available_parallelism".as_ptr()) };
+  if symbol.is_null() {
+    return std::thread::available_parallelism().map_or(1, |count| count.get() as u32);
+  }
+  // SAFETY: the symbol is libuv's `unsigned int uv_available_parallelism(void)`,
+  // which takes nothing and only reads the process's CPU affinity and limits.
+  let count = unsafe { std::mem::transmute::<*mut libc::c_void, UvAvailableParallelism>(symbol)() };
+  count.max(1)
+}

@@ -308,6 +308,29 @@ fn op_dsh_buffer_package_source() -> &'static str {
   BUFFER_PACKAGE
 }
 
+/// crypto.subtle.digest: hashes `data` with the algorithm numbered as in
+/// js/07_crypto.js's DIGESTS (SHA-1, SHA-256, SHA-384, SHA-512) into `out`,
+/// memory the program's allocator gave (sized by the script to the
+/// algorithm's output). False for an unknown algorithm or a wrong size.
+#[op2(fast)]
+fn op_dsh_digest(algorithm: u32, #[buffer] data: &[u8], #[buffer] out: &mut [u8]) -> bool {
+  fn write<D: sha2::Digest>(data: &[u8], out: &mut [u8]) -> bool {
+    let digest = D::digest(data);
+    if digest.len() != out.len() {
+      return false;
+    }
+    out.copy_from_slice(&digest);
+    true
+  }
+  match algorithm {
+    0 => write::<sha1::Sha1>(data, out),
+    1 => write::<sha2::Sha256>(data, out),
+    2 => write::<sha2::Sha384>(data, out),
+    3 => write::<sha2::Sha512>(data, out),
+    _ => false,
+  }
+}
+
 /// Fill `buffer` from the kernel's CSPRNG (crypto.getRandomValues).
 #[op2(fast)]
 fn op_dsh_random(#[buffer] buffer: &mut [u8]) -> Result<(), JsErrorBox> {
@@ -439,6 +462,7 @@ deno_core::extension!(
     op_dsh_utf8_write,
     op_dsh_latin1_write,
     op_dsh_buffer_package_source,
+    op_dsh_digest,
   ],
   js = [
     dir "js",
@@ -457,6 +481,9 @@ deno_core::extension!(
     "11_interruptible.js",
     "12_node_errors.js",
     "13_buffer.js",
+    "14_performance.js",
+    "15_events.js",
+    "16_navigator.js",
     "99_bootstrap.js",
   ],
   // Built-in ops a program has no business reaching, disabled even though

@@ -1,0 +1,201 @@
+/**
+ * The program's world, with Node as the oracle: every case is the same
+ * async source run in this Node process (Node's own globals) and as a
+ * program in the isolate, its result described the same way on both sides;
+ * console rendering compared with util.inspect; and the list of globals
+ * compared with a Node worker thread's, the README's absent-on-purpose
+ * table being the only allowed difference.
+ */
+import { readFileSync } from 'node:fs'
+import { inspect } from 'node:util'
+import { Worker } from 'node:worker_threads'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { mount, type Mounted } from './helpers.js'
+
+const DESCRIBE = `function describe(value) {
+  if (typeof value === 'bigint') return { bigint: String(value) }
+  if (typeof value === 'number' && !Number.isFinite(value)) return { number: String(value) }
+  if (value === undefined) return { undefined: true }
+  if (typeof value === 'function') return { function: value.name }
+  if (typeof value === 'symbol') return { symbol: String(value) }
+  if (value instanceof ArrayBuffer) return { ArrayBuffer: Array.from(new Uint8Array(value), (b) => b.toString(16).padStart(2, '0')).join('') }
+  if (value instanceof Error || value instanceof DOMException) return { error: { name: value.name, code: value.code ?? null, message: value.message } }
+  if (Array.isArray(value)) return value.map(describe)
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, describe(v)]))
+  return value
+}
+async function attempt(f) {
+  try {
+    return { ok: describe(await f()) }
+  } catch (error) {
+    return { threw: describe(error) }
+  }
+}`
+
+const cases: string[] = [
+  // global, navigator
+  '[typeof global, global === globalThis, Object.getOwnPropertyDescriptor(globalThis, "global").enumerable]',
+  '[typeof navigator, navigator.hardwareConcurrency, navigator.language, navigator.languages, navigator.userAgent, navigator.platform]',
+  'Object.prototype.toString.call(navigator)', '(() => { try { new Navigator() } catch (e) { return e } })()',
+  // setImmediate / clearImmediate
+  "(async () => { const order = []; setImmediate(() => order.push('a')); setImmediate((x, y) => order.push(x + y), 'b', 'c'); queueMicrotask(() => order.push('micro')); order.push('sync'); await new Promise((r) => setImmediate(r)); return order })()",
+  "(async () => { const order = []; const i = setImmediate(() => order.push('cleared')); clearImmediate(i); setImmediate(() => order.push('kept')); await new Promise((r) => setImmediate(r)); return [order, i._destroyed, i._onImmediate] })()",
+  '(() => { const i = setImmediate(() => {}); const shape = [Object.keys(i), i.hasRef(), i.unref() === i, i.hasRef(), i.ref().hasRef(), typeof i[Symbol.dispose]]; clearImmediate(i); return shape })()',
+  "(async () => { let seen; const i = setImmediate((...a) => { seen = a }, 1, 'two'); await new Promise((r) => setImmediate(r)); return [seen, i._argv, i._destroyed] })()",
+  "(() => { try { setImmediate('nope') } catch (e) { return e } })()", 'clearImmediate(undefined)', 'clearImmediate({})',
+  // Event / CustomEvent
+  "(() => { const e = new Event('x'); return [e.type, e.bubbles, e.cancelable, e.composed, e.defaultPrevented, e.eventPhase, e.isTrusted, e.target, e.currentTarget, e.returnValue, e.cancelBubble, e.composedPath(), typeof e.timeStamp, Object.prototype.toString.call(e)] })()",
+  "(() => { const e = new Event('x', { cancelable: true, bubbles: true }); e.preventDefault(); return [e.defaultPrevented, e.returnValue, e.bubbles] })()",
+  "(() => { const e = new Event('x'); e.preventDefault(); return e.defaultPrevented })()",
+  '(() => { try { new Event() } catch (e) { return e } })()', "(() => { try { new Event('x', 5) } catch (e) { return e } })()",
+  "[Event.NONE, Event.CAPTURING_PHASE, Event.AT_TARGET, Event.BUBBLING_PHASE, new Event('x').AT_TARGET]",
+  "(() => { const e = new CustomEvent('c', { detail: { n: 1 } }); return [e.detail, new CustomEvent('d').detail, e instanceof Event, Object.prototype.toString.call(e)] })()",
+  "(() => { const e = new Event('a'); e.initEvent('b', true, true); return [e.type, e.bubbles, e.cancelable] })()",
+  // EventTarget
+  "(() => { const t = new EventTarget(); const seen = []; const f = (e) => seen.push([e.type, e.target === t, e.currentTarget === t, e.eventPhase]); t.addEventListener('x', f); t.addEventListener('x', f); t.dispatchEvent(new Event('x')); t.removeEventListener('x', f); t.dispatchEvent(new Event('x')); return seen })()",
+  "(() => { const t = new EventTarget(); const seen = []; t.addEventListener('x', () => seen.push('once'), { once: true }); t.dispatchEvent(new Event('x')); t.dispatchEvent(new Event('x')); return seen })()",
+  "(() => { const t = new EventTarget(); const seen = []; t.addEventListener('x', () => seen.push(1), true); t.addEventListener('x', () => seen.push(2)); t.removeEventListener('x', () => {}, true); t.dispatchEvent(new Event('x')); return seen })()",
+  "(() => { const t = new EventTarget(); t.addEventListener('x', (e) => e.preventDefault(), { passive: true }); const e = new Event('x', { cancelable: true }); return [t.dispatchEvent(e), e.defaultPrevented] })()",
+  "(() => { const t = new EventTarget(); t.addEventListener('x', (e) => e.preventDefault()); return t.dispatchEvent(new Event('x', { cancelable: true })) })()",
+  "(() => { const t = new EventTarget(); const seen = []; t.addEventListener('x', (e) => { seen.push(1); e.stopImmediatePropagation() }); t.addEventListener('x', () => seen.push(2)); t.dispatchEvent(new Event('x')); return seen })()",
+  "(() => { const t = new EventTarget(); const seen = []; const o = { handleEvent(e) { seen.push([this === o, e.type]) } }; t.addEventListener('x', o); t.dispatchEvent(new Event('x')); return seen })()",
+  "(() => { const t = new EventTarget(); const seen = []; t.addEventListener('x', () => { seen.push('a'); t.addEventListener('x', () => seen.push('late')) }); t.dispatchEvent(new Event('x')); t.dispatchEvent(new Event('x')); return seen })()",
+  "(() => { const t = new EventTarget(); const seen = []; const b = () => seen.push('b'); t.addEventListener('x', () => { seen.push('a'); t.removeEventListener('x', b) }); t.addEventListener('x', b); t.dispatchEvent(new Event('x')); return seen })()",
+  "(() => { const t = new EventTarget(); const c = new AbortController(); const seen = []; t.addEventListener('x', () => seen.push('x'), { signal: c.signal }); t.dispatchEvent(new Event('x')); c.abort(); t.dispatchEvent(new Event('x')); t.addEventListener('x', () => seen.push('never'), { signal: c.signal }); t.dispatchEvent(new Event('x')); return seen })()",
+  "(() => { const t = new EventTarget(); const e = new Event('x'); let inner; t.addEventListener('x', () => { try { t.dispatchEvent(e) } catch (err) { inner = err } }); t.dispatchEvent(e); return [inner, e.target === t, e.currentTarget, e.eventPhase] })()",
+  "(() => { try { new EventTarget().dispatchEvent({ type: 'x' }) } catch (e) { return e } })()",
+  "(() => { try { new EventTarget().addEventListener('x') } catch (e) { return e } })()",
+  "(() => { try { new EventTarget().addEventListener('x', 5) } catch (e) { return e } })()",
+  "(() => { const t = new EventTarget(); t.addEventListener('x', null); return t.dispatchEvent(new Event('x')) })()",
+  // AbortController / AbortSignal
+  "(() => { const c = new AbortController(); const s = c.signal; return [s.aborted, s.reason, s.onabort, c.signal === s, Object.prototype.toString.call(s), s instanceof EventTarget] })()",
+  "(() => { const c = new AbortController(); const seen = []; c.signal.addEventListener('abort', (e) => seen.push([e.type, e.isTrusted, e.target === c.signal])); c.signal.onabort = () => seen.push('onabort'); c.abort('why'); c.abort('again'); return [c.signal.aborted, c.signal.reason, seen] })()",
+  '(() => { const c = new AbortController(); c.abort(); return c.signal.reason })()', '(() => { const c = new AbortController(); c.abort(); return [c.signal.reason.code, c.signal.reason instanceof DOMException] })()',
+  "(() => { try { AbortSignal.abort('r').throwIfAborted() } catch (e) { return ['thrown', e] } })()", '(() => { try { AbortSignal.abort().throwIfAborted() } catch (e) { return e } })()',
+  'new AbortController().signal.throwIfAborted()', '(() => { try { new AbortSignal() } catch (e) { return e } })()',
+  '[AbortSignal.abort().aborted, AbortSignal.abort(42).reason]',
+  "(async () => { const s = AbortSignal.timeout(5); const before = s.aborted; await new Promise((r) => s.addEventListener('abort', r)); return [before, s.aborted, s.reason] })()",
+  "(() => { try { AbortSignal.timeout('5') } catch (e) { return e } })()", '(() => { try { AbortSignal.timeout(1.5) } catch (e) { return e } })()', '(() => { try { AbortSignal.timeout(-1) } catch (e) { return e } })()',
+  "(async () => { const a = new AbortController(); const b = new AbortController(); const s = AbortSignal.any([a.signal, b.signal]); const before = s.aborted; b.abort('b first'); a.abort('a later'); return [before, s.aborted, s.reason] })()",
+  "(() => { const s = AbortSignal.any([new AbortController().signal, AbortSignal.abort('already')]); return [s.aborted, s.reason] })()",
+  '(() => { try { AbortSignal.any([1]) } catch (e) { return e } })()', '(() => { try { AbortSignal.any(5) } catch (e) { return e } })()',
+  "(async () => { const s = AbortSignal.any([AbortSignal.timeout(5)]); await new Promise((r) => { s.onabort = r }); return s.reason })()",
+  // performance
+  "(() => { const m = performance.mark('a', { detail: { k: [1] } }); return [m.name, m.entryType, m.duration, m.detail, typeof m.startTime, m instanceof PerformanceEntry, Object.prototype.toString.call(m), Object.keys(m.toJSON())] })()",
+  "(() => { performance.mark('s'); performance.mark('e'); const m = performance.measure('s-e', 's', 'e'); return [m.entryType, m.duration >= 0, m.detail, performance.getEntriesByName('s-e').length, performance.getEntriesByType('mark').map((x) => x.name), performance.getEntries().map((x) => x.entryType)] })()",
+  "(() => { performance.mark('q'); performance.clearMarks('q'); performance.mark('r'); performance.measure('m', 'r'); performance.clearMeasures(); return [performance.getEntriesByType('mark').map((x) => x.name).includes('q'), performance.getEntriesByType('measure').length] })()",
+  "(() => { try { performance.measure('x', 'no such mark') } catch (e) { return e } })()", '(() => { try { performance.mark() } catch (e) { return e } })()',
+  "(() => { const m = performance.measure('d', { start: 1, duration: 5 }); return [m.startTime, m.duration] })()",
+  '[typeof performance.timeOrigin, performance.timeOrigin === performance.timeOrigin, Math.abs(performance.timeOrigin + performance.now() - Date.now()) < 1000, Object.prototype.toString.call(performance)]',
+  '(() => { try { new Performance() } catch (e) { return e } })()', "(() => { try { new PerformanceEntry() } catch (e) { return e } })()",
+  "(() => { const m = new PerformanceMark('free', { startTime: 3 }); return [m.startTime, performance.getEntriesByName('free').length] })()",
+  // crypto.subtle.digest
+  "crypto.subtle.digest('SHA-256', new TextEncoder().encode('abc'))", "crypto.subtle.digest('SHA-1', new TextEncoder().encode(''))",
+  "crypto.subtle.digest({ name: 'SHA-384' }, new TextEncoder().encode('The quick brown fox'))", "crypto.subtle.digest('sha-512', new Uint8Array(1000).fill(7))",
+  "crypto.subtle.digest('SHA-256', new TextEncoder().encode('abc').buffer)", "crypto.subtle.digest('SHA-256', new DataView(new Uint8Array([1, 2, 3, 4]).buffer, 1, 2))",
+  "crypto.subtle.digest('SHA-256', new Uint16Array([1, 2]))", "crypto.subtle.digest('SHA-256', Buffer.from('hi'))",
+  "crypto.subtle.digest('MD5', new Uint8Array(1)).catch((e) => ['rejected', e])",
+  "[typeof crypto.subtle, Object.prototype.toString.call(crypto.subtle), Object.prototype.toString.call(crypto), crypto.subtle instanceof SubtleCrypto, crypto instanceof Crypto]",
+  '(() => { try { new SubtleCrypto() } catch (e) { return e } })()',
+]
+
+let m: Mounted
+beforeAll(async () => {
+  m = await mount({})
+})
+afterAll(() => m.dispose())
+
+describe('each global behaves as Node', () => {
+  it(`${cases.length} cases give Node's results`, async () => {
+    const body = `${DESCRIBE}\nconst results = []\n${cases.map((source) => `results.push(await attempt(() => ${source}))`).join('\n')}\nreturn results`
+    const result = await m.run(body)
+    expect(result.error).toBeUndefined()
+    const AsyncFunction = (async () => {}).constructor as new (body: string) => () => Promise<unknown[]>
+    const node = await new AsyncFunction(body)()
+    const mismatches = cases.flatMap((source, i) => {
+      const here = JSON.stringify((result.value as unknown[])[i])
+      const there = JSON.stringify(node[i])
+      return here === there ? [] : [`${source}\n  node:    ${there}\n  isolate: ${here}`]
+    })
+    expect(mismatches).toEqual([])
+  })
+
+  it('a throw inside an event listener fails the run, as one inside a timer callback does', async () => {
+    const listener = await m.run("const t = new EventTarget(); t.addEventListener('x', () => { throw new Error('in listener') }); t.dispatchEvent(new Event('x')); await new Promise((r) => setTimeout(r, 10)); return 'after'")
+    const timer = await m.run("setTimeout(() => { throw new Error('in listener') }, 0); await new Promise((r) => setTimeout(r, 10)); return 'after'")
+    expect(listener.error?.kind).toBe(timer.error?.kind)
+    expect(listener.error?.message).toMatch(/^Error: in listener\n/)
+  })
+})
+
+describe('console renders them as Node does', () => {
+  // The numbers that differ between any two runs (clocks, async ids) are
+  // masked on both sides; everything else must be equal.
+  const mask = (text: string) =>
+    text
+      .replace(/(timeStamp|startTime|duration): [\d.e-]+/g, '$1: <n>')
+      .replace(/(Symbol\((?:asyncId|triggerId)\)\]?): \d+/g, '$1: <n>')
+  const OPTIONS = { depth: 4, maxArrayLength: 100, maxStringLength: 10000 }
+  const values = [
+    "new Event('x')", "new CustomEvent('c', { detail: 1 })", 'new EventTarget()', 'new AbortController()', 'new AbortController().signal',
+    "AbortSignal.abort('r')", 'navigator', "performance.mark('m')", "performance.mark('d', { detail: { a: [1] } })",
+    "performance.measure('ms')", '{ e: new Event("x"), s: AbortSignal.abort(), list: [new EventTarget()] }',
+    '{ deep: { deeper: { deepest: { event: new Event("x"), signal: new AbortController().signal } } } }',
+    'setImmediate(() => {})', "setImmediate((a) => a, 'arg')", '[setImmediate(function named() {})]',
+  ]
+  it(`${values.length} values render like util.inspect`, async () => {
+    const result = await m.run(values.map((source) => `console.log(${source})`).join('\n'))
+    expect(result.error).toBeUndefined()
+    const AsyncFunction = (async () => {}).constructor as new (...args: string[]) => (...args: unknown[]) => Promise<string[]>
+    // Each rendered as soon as it is made, as the program logs them (pending
+    // Immediates are linked to each other, and change once they run).
+    const node = await new AsyncFunction(
+      'inspect',
+      'OPTIONS',
+      `const made = [], text = []\n${values.map((source) => `made.push(${source}); text.push(inspect(made.at(-1), OPTIONS))`).join('\n')}\n` +
+        'for (const v of made) if (v && v._idleNext !== undefined) clearImmediate(v)\nreturn text',
+    )(inspect, OPTIONS)
+    const mismatches = values.flatMap((source, i) => {
+      const expected = mask(node[i])
+      const actual = mask(result.logs[i] as string)
+      return expected === actual ? [] : [`${source}\n  node:    ${JSON.stringify(expected)}\n  isolate: ${JSON.stringify(actual)}`]
+    })
+    expect(mismatches).toEqual([])
+  })
+})
+
+describe('the global surface', () => {
+  /** Every backticked name in the README's absent-on-purpose table. */
+  function absentOnPurpose(): string[] {
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
+    const section = readme.slice(readme.indexOf('### Absent on purpose'), readme.indexOf('\n## ', readme.indexOf('### Absent on purpose')))
+    const rows = section.split('\n').filter((line) => line.startsWith('| `'))
+    return rows.flatMap((row) => [...row.split('|')[1].matchAll(/`([^`]+)`/g)].map((match) => match[1]))
+  }
+  /** The engine's own globals that Node 22's older engine lacks. */
+  const NEWER_ENGINE = ['AsyncDisposableStack', 'DisposableStack', 'Float16Array', 'SuppressedError']
+
+  it("differs from a Node worker thread's only by the README's absent-on-purpose list", async () => {
+    const worker = new Worker("require('node:worker_threads').parentPort.postMessage(Object.getOwnPropertyNames(globalThis))", { eval: true })
+    const [names] = (await new Promise((resolve, reject) => {
+      worker.once('message', (message) => resolve([message]))
+      worker.once('error', reject)
+    })) as [string[]]
+    await worker.terminate()
+    // An eval'd worker also gets the CommonJS wrapper's names as globals;
+    // a program (like a worker started from a file) has none of them.
+    const nodeGlobals = new Set(names.filter((name) => !['require', 'module', 'exports', '__filename', '__dirname'].includes(name)))
+    const result = await m.run('return Object.getOwnPropertyNames(globalThis)')
+    const here = new Set(result.value as string[])
+    const absent = absentOnPurpose()
+    expect(absent.length).toBeGreaterThan(30)
+    expect([...nodeGlobals].filter((name) => !here.has(name) && !absent.includes(name))).toEqual([])
+    expect(absent.filter((name) => here.has(name))).toEqual([])
+    expect([...here].filter((name) => !nodeGlobals.has(name) && !NEWER_ENGINE.includes(name))).toEqual([])
+  })
+
+  it('feature detection of what is absent works', async () => {
+    const result = await m.run("return [typeof fetch, typeof WebAssembly, typeof ReadableStream, typeof require, 'fetch' in globalThis]")
+    expect(result.value).toEqual(['undefined', 'undefined', 'undefined', 'undefined', false])
+  })
+})
