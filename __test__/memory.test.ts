@@ -118,6 +118,13 @@ const routes: Array<[string, string, Ending]> = [
   ['Buffers of 1 MiB, filled and kept', 'const keep = []; for (;;) keep.push(Buffer.alloc(2 ** 20, 1))', 'external'],
   ['one Buffer of 1 GiB', 'return Buffer.alloc(2 ** 30).length', 'external'],
   ["Buffer.from of a 40 MB string's bytes, kept", "const s = 'x'.repeat(4e7); const keep = []; for (;;) keep.push(Buffer.from(s))", 'external'],
+  ['AbortSignal.timeout signals that never fire, kept', 'const keep = []; for (;;) keep.push(AbortSignal.timeout(1e9))', 'heap'],
+  ['setImmediate callbacks queued without end', 'for (;;) setImmediate(() => {})', 'heap'],
+  // Each add walks the listeners for a duplicate, as Node's does: the loop
+  // slows as it grows, so it may meet the compute budget first.
+  ['event listeners added without end', "const t = new EventTarget(); for (;;) t.addEventListener('x', () => {})", 'heap or timeout'],
+  ['performance marks made without end', "for (let i = 0; ; i++) performance.mark('m' + i, { detail: { i } })", 'heap'],
+  ['crypto.subtle.digest of 1 GiB', "return (await crypto.subtle.digest('SHA-256', new Uint8Array(2 ** 30))).byteLength", 'external'],
   ['JSON.parse of 5 million nested arrays', "return JSON.parse('['.repeat(5e6) + ']'.repeat(5e6)).length", 'external'],
   ['timers that never fire', 'for (;;) setTimeout(() => {}, 1e9)', 'heap'],
   ['host calls that are never answered', "for (;;) tools.never('a'.repeat(100))", 'heap'],
