@@ -148,6 +148,7 @@
   p.MathMin = Math.min;
   p.MathMax = Math.max;
   p.MathFloor = Math.floor;
+  p.MathCeil = Math.ceil;
   p.MathTrunc = Math.trunc;
   p.MathSqrt = Math.sqrt;
   p.MathRound = Math.round;

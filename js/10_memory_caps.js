@@ -140,7 +140,28 @@
   const Atomics = globalThis.Atomics;
   wrapCalls(Atomics, "waitAsync", (target, receiver, args) => {
     const result = ReflectApply(target, receiver, args);
-    if (result.async === true) chargedUntilCollected(result.value, WAITER_BYTES);
+    if (result.async === true) {
+      chargedUntilCollected(result.value, WAITER_BYTES);
+      // V8 times a waiter out from a delayed platform task, which the event
+      // loop does not count as pending work: without this timer the run
+      // would end as "can never settle" instead of resolving "timed-out".
+      // The timer wakes the loop just after the timeout, then each
+      // millisecond until V8's task has run (the two clocks need not
+      // agree to the millisecond), and goes as soon as the wait settles.
+      const timeout = +args[3];
+      if (timeout >= 0 && timeout < Infinity) {
+        let settled = false;
+        let timer;
+        const keepAwake = () => {
+          if (!settled) timer = dsh.setTimer(keepAwake, 1);
+        };
+        timer = dsh.setTimer(keepAwake, p.MathCeil(timeout) + 1);
+        p.PromisePrototypeThen(result.value, () => {
+          settled = true;
+          timer.close();
+        });
+      }
+    }
     return result;
   });
 
