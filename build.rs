@@ -10,7 +10,8 @@ use std::path::PathBuf;
 fn main() {
   napi_build::setup();
   // Keep the addon mapped for the life of the process: V8's threads and
-  // thread-local destructors may outlive a dlclose (ENGINE-NOTES).
+  // thread-local destructors may outlive a dlclose (docs/ARCHITECTURE.md,
+  // "Engine hazards designed around").
   println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
 
   // Compile every bootstrap function now, not lazily in each isolate: the

@@ -1,7 +1,7 @@
 /**
  * The addon links its own V8 beside Node's: nothing but the napi entry
  * points may be exported from the .node file, or a V8 call could bind to
- * Node's copy (ENGINE-NOTES). And it must stay mapped for the life of the
+ * Node's copy (docs/ARCHITECTURE.md, "Engine hazards"). And it must stay mapped for the life of the
  * process (-z nodelete).
  */
 import { execFileSync } from 'node:child_process'

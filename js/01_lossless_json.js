@@ -1,8 +1,8 @@
 // Copyright the dsh-code-runtime-v8 authors. MIT license.
-// The lossless-JSON boundary (CONTRACT section 5), in one piece that serves
+// The lossless-JSON boundary (docs/CONTRACT.md §5), in one piece that serves
 // both sides of the bridge: the isolate loads it into the startup snapshot
 // (over the intrinsics 00_primordials.js captured), and the Node host loads
-// the same file over its own realm's intrinsics (src-ts/lossless-json.ts).
+// the same file over its own realm's intrinsics (ts/lossless-json.ts).
 //
 // encode(value) walks the value iteratively (no stack depth limit), reads
 // every property exactly once, and produces compact JSON text, or returns

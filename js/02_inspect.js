@@ -114,7 +114,7 @@
   // differently, the difference is a flag here, set once per isolate by
   // seal() from the host's major version (`followNodeLine`). Each flag was
   // read off that line's lib/internal/util/inspect.js and is checked by the
-  // parity suite running on that line (docs/CONTRACT.md, Console output).
+  // parity suite running on that line (docs/CONTRACT.md §7).
   const dialect = {
     __proto__: null,
     // Node 22: `{ [Symbol(a)]: 1 }`; 24 and later: `{ Symbol(a): 1 }`.

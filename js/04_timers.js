@@ -26,7 +26,7 @@
     for (let i = 0; i < callbacks.length; i++) callbacks[i]();
   };
 
-  // A throw inside a timer callback fails the run (CONTRACT section 8).
+  // A throw inside a timer callback fails the run (docs/CONTRACT.md §8).
   function guarded(callback, args) {
     const run = () => {
       try {

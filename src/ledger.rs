@@ -1,5 +1,5 @@
 //! The output ledger: one exact JSON byte budget over the run's logs and its
-//! completion value or failure message (CONTRACT section 6).
+//! completion value or failure message (docs/CONTRACT.md §6).
 //!
 //! Text is kept as UTF-16 code units, exactly as V8 and Node hold it, so a
 //! lone surrogate is measured (and returned) as what it is rather than as a
