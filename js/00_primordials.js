@@ -302,10 +302,27 @@
     if (name.startsWith("op_dsh_")) ops[name] = coreOps[name];
   }
 
+  // The numbers the ops and this JS exchange, by name, as src/sandbox_ext.rs
+  // defines them (the one definition). A name the JS uses that the table
+  // lacks fails the snapshot build, not a run. (The host realm evaluates
+  // this file without ops, for lossless JSON only: it gets an empty table.)
+  const table = ops.op_dsh_protocol === undefined ? {} : ops.op_dsh_protocol();
+  const protocol = Object.create(null);
+  for (const group of Object.keys(table)) {
+    const names = table[group];
+    protocol[group] = new Proxy(Object.freeze({ __proto__: null, ...names }), {
+      get(target, name) {
+        if (!Object.hasOwn(target, name)) throw new Error(`protocol.${group}.${String(name)} is not defined by src/sandbox_ext.rs`);
+        return target[name];
+      },
+    });
+  }
+
   globalThis.__dsh = {
     __proto__: null,
     primordials: p,
     ops: Object.freeze(ops),
+    protocol: Object.freeze(protocol),
     // [name, value, enumerable?]: the globals seal() defines.
     webGlobals: [],
     // [name, make]: globals made on a program's first touch (seal() defines

@@ -11,7 +11,21 @@
   const inspectCustom = p.SymbolFor("nodejs.util.inspect.custom");
 
   const HEX_PAIR = new p.RegExp("^[0-9a-fA-F]{2}$");
-  const HREF = 0, ORIGIN = 1, PROTOCOL = 2, USERNAME = 3, PASSWORD = 4, HOST = 5, HOSTNAME = 6, PORT = 7, PATHNAME = 8, SEARCH = 9, HASH = 10;
+  // Indices of the components the ops return, and the ops' setter numbers
+  // (src/sandbox_ext.rs defines both).
+  const { href: HREF, origin: ORIGIN, protocol: PROTOCOL, username: USERNAME, password: PASSWORD, host: HOST, hostname: HOSTNAME, port: PORT, pathname: PATHNAME, search: SEARCH, hash: HASH } =
+    dsh.protocol.urlParts;
+  const {
+    protocol: SET_PROTOCOL,
+    username: SET_USERNAME,
+    password: SET_PASSWORD,
+    host: SET_HOST,
+    hostname: SET_HOSTNAME,
+    port: SET_PORT,
+    pathname: SET_PATHNAME,
+    search: SET_SEARCH,
+    hash: SET_HASH,
+  } = dsh.protocol.urlSetters;
 
   // Cross-class access to private state, handed out by static blocks.
   let attachParams;
@@ -230,16 +244,13 @@
       return URL.canParse(url, base) ? new URL(url, base) : null;
     }
     static {
-      setUrlSearch = (url, search) => url.#set(8, search);
+      setUrlSearch = (url, search) => url.#set(SET_SEARCH, search);
     }
     #set(setter, value) {
       const parts = ops.op_dsh_url_set(this.#parts[HREF], setter, String(value));
-      if (parts === null || parts === undefined) {
-        if (setter === 0) throw new TypeError("Invalid URL");
-        return;
-      }
+      if (parts === null || parts === undefined) return;
       this.#parts = parts;
-      if (setter !== 8 || value === undefined) {
+      if (setter !== SET_SEARCH || value === undefined) {
         if (this.#searchParams !== undefined) refreshParams(this.#searchParams, this.#parts[SEARCH]);
       }
     }
@@ -252,22 +263,22 @@
     }
     get origin() { return this.#parts[ORIGIN]; }
     get protocol() { return this.#parts[PROTOCOL]; }
-    set protocol(v) { this.#set(1, v); }
+    set protocol(v) { this.#set(SET_PROTOCOL, v); }
     get username() { return this.#parts[USERNAME]; }
-    set username(v) { this.#set(2, v); }
+    set username(v) { this.#set(SET_USERNAME, v); }
     get password() { return this.#parts[PASSWORD]; }
-    set password(v) { this.#set(3, v); }
+    set password(v) { this.#set(SET_PASSWORD, v); }
     get host() { return this.#parts[HOST]; }
-    set host(v) { this.#set(4, v); }
+    set host(v) { this.#set(SET_HOST, v); }
     get hostname() { return this.#parts[HOSTNAME]; }
-    set hostname(v) { this.#set(5, v); }
+    set hostname(v) { this.#set(SET_HOSTNAME, v); }
     get port() { return this.#parts[PORT]; }
-    set port(v) { this.#set(6, v); }
+    set port(v) { this.#set(SET_PORT, v); }
     get pathname() { return this.#parts[PATHNAME]; }
-    set pathname(v) { this.#set(7, v); }
+    set pathname(v) { this.#set(SET_PATHNAME, v); }
     get search() { return this.#parts[SEARCH]; }
     set search(v) {
-      this.#set(8, v);
+      this.#set(SET_SEARCH, v);
       if (this.#searchParams !== undefined) refreshParams(this.#searchParams, this.#parts[SEARCH]);
     }
     get searchParams() {
@@ -278,7 +289,7 @@
       return this.#searchParams;
     }
     get hash() { return this.#parts[HASH]; }
-    set hash(v) { this.#set(9, v); }
+    set hash(v) { this.#set(SET_HASH, v); }
     toString() { return this.#parts[HREF]; }
     toJSON() { return this.#parts[HREF]; }
     get [p.SymbolToStringTag]() {

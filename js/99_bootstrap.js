@@ -26,11 +26,13 @@
   const { encode, TOO_LARGE } = losslessJson;
   const core = globalThis.Deno.core;
 
-  const SETTLE_VALUE = 0;
-  const SETTLE_NO_VALUE = 1;
-  const SETTLE_EXCEPTION = 2;
-  const SETTLE_INVALID_OUTPUT = 3;
-  const SETTLE_OUTPUT_LIMIT = 4;
+  const {
+    value: SETTLE_VALUE,
+    noValue: SETTLE_NO_VALUE,
+    exception: SETTLE_EXCEPTION,
+    invalidOutput: SETTLE_INVALID_OUTPUT,
+    outputLimit: SETTLE_OUTPUT_LIMIT,
+  } = dsh.protocol.settle;
 
   // Frames of the sandbox's and deno_core's own files (`ext:...`) say
   // nothing to the model: drop those frame lines, keep everything else.

@@ -47,15 +47,48 @@ pub enum Settlement {
 }
 
 impl Settlement {
+  /// Every settlement with the name the bootstrap knows it by; its code in
+  /// `op_dsh_settle` is its index here (the one definition: the bootstrap
+  /// reads the table through `op_dsh_protocol`).
+  const ALL: [(Settlement, &'static str); 5] = [
+    (Settlement::Value, "value"),
+    (Settlement::NoValue, "noValue"),
+    (Settlement::Exception, "exception"),
+    (Settlement::InvalidOutput, "invalidOutput"),
+    (Settlement::OutputLimit, "outputLimit"),
+  ];
+
   fn from_code(code: u32) -> Option<Self> {
-    Some(match code {
-      0 => Settlement::Value,
-      1 => Settlement::NoValue,
-      2 => Settlement::Exception,
-      3 => Settlement::InvalidOutput,
-      4 => Settlement::OutputLimit,
-      _ => return None,
-    })
+    Settlement::ALL.get(code as usize).map(|(settlement, _)| *settlement)
+  }
+}
+
+/// The numbers the ops and the isolate's JS exchange, by name, defined in
+/// this file once: the bootstrap (js/00_primordials.js) reads them while
+/// the snapshot is made and refuses to build without every name it uses.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Protocol {
+  /// `op_dsh_settle`'s codes.
+  settle: std::collections::BTreeMap<&'static str, u32>,
+  /// The components `op_dsh_url_parse` / `op_dsh_url_set` return, by index.
+  url_parts: std::collections::BTreeMap<&'static str, u32>,
+  /// `op_dsh_url_set`'s setters, by number.
+  url_setters: std::collections::BTreeMap<&'static str, u32>,
+}
+
+fn numbered(names: &[&'static str]) -> std::collections::BTreeMap<&'static str, u32> {
+  names.iter().enumerate().map(|(index, name)| (*name, index as u32)).collect()
+}
+
+/// The protocol table, for the bootstrap at snapshot time.
+#[op2]
+#[serde]
+fn op_dsh_protocol() -> Protocol {
+  Protocol {
+    settle: numbered(&Settlement::ALL.map(|(_, name)| name)),
+    url_parts: numbered(&URL_PARTS),
+    url_setters: numbered(&URL_SETTERS),
   }
 }
 
@@ -373,26 +406,33 @@ fn op_dsh_preview_entries<'s, 'i>(
   out.into()
 }
 
-/// The components a URL object exposes, in this order.
-const URL_PARTS: usize = 11;
+/// The components a URL object exposes; a component's index in what
+/// `op_dsh_url_parse` and `op_dsh_url_set` return is its index here.
+const URL_PARTS: [&str; 11] =
+  ["href", "origin", "protocol", "username", "password", "host", "hostname", "port", "pathname", "search", "hash"];
+
+/// The components `op_dsh_url_set` sets; the setter number is the index
+/// here. (`href` is set by parsing again: `op_dsh_url_parse`.)
+const URL_SETTERS: [&str; 9] = ["protocol", "username", "password", "host", "hostname", "port", "pathname", "search", "hash"];
 
 fn url_parts(url: &url::Url) -> Vec<String> {
   use url::quirks;
-  let parts = vec![
-    quirks::href(url).to_owned(),
-    quirks::origin(url),
-    quirks::protocol(url).to_owned(),
-    quirks::username(url).to_owned(),
-    quirks::password(url).to_owned(),
-    quirks::host(url).to_owned(),
-    quirks::hostname(url).to_owned(),
-    quirks::port(url).to_owned(),
-    quirks::pathname(url).to_owned(),
-    quirks::search(url).to_owned(),
-    quirks::hash(url).to_owned(),
-  ];
-  debug_assert_eq!(parts.len(), URL_PARTS);
-  parts
+  URL_PARTS
+    .iter()
+    .map(|part| match *part {
+      "href" => quirks::href(url).to_owned(),
+      "origin" => quirks::origin(url),
+      "protocol" => quirks::protocol(url).to_owned(),
+      "username" => quirks::username(url).to_owned(),
+      "password" => quirks::password(url).to_owned(),
+      "host" => quirks::host(url).to_owned(),
+      "hostname" => quirks::hostname(url).to_owned(),
+      "port" => quirks::port(url).to_owned(),
+      "pathname" => quirks::pathname(url).to_owned(),
+      "search" => quirks::search(url).to_owned(),
+      _ => quirks::hash(url).to_owned(),
+    })
+    .collect()
 }
 
 /// WHATWG URL parsing (`new URL(href, base)`): the URL's components, or
@@ -416,27 +456,25 @@ fn op_dsh_url_set(#[string] href: String, setter: u32, #[string] value: String) 
   use url::quirks;
   let mut url = url::Url::parse(&href).ok()?;
   // Setters ignore invalid values, as the WHATWG setters do.
-  let _ = match setter {
-    0 => quirks::set_href(&mut url, &value).map_err(|_| ()),
-    1 => quirks::set_protocol(&mut url, &value),
-    2 => quirks::set_username(&mut url, &value),
-    3 => quirks::set_password(&mut url, &value),
-    4 => quirks::set_host(&mut url, &value),
-    5 => quirks::set_hostname(&mut url, &value),
-    6 => quirks::set_port(&mut url, &value),
-    7 => {
+  let _ = match *URL_SETTERS.get(setter as usize)? {
+    "protocol" => quirks::set_protocol(&mut url, &value),
+    "username" => quirks::set_username(&mut url, &value),
+    "password" => quirks::set_password(&mut url, &value),
+    "host" => quirks::set_host(&mut url, &value),
+    "hostname" => quirks::set_hostname(&mut url, &value),
+    "port" => quirks::set_port(&mut url, &value),
+    "pathname" => {
       quirks::set_pathname(&mut url, &value);
       Ok(())
     }
-    8 => {
+    "search" => {
       quirks::set_search(&mut url, &value);
       Ok(())
     }
-    9 => {
+    _ => {
       quirks::set_hash(&mut url, &value);
       Ok(())
     }
-    _ => return None,
   };
   Some(url_parts(&url))
 }
@@ -463,6 +501,7 @@ deno_core::extension!(
     op_dsh_latin1_write,
     op_dsh_buffer_package_source,
     op_dsh_digest,
+    op_dsh_protocol,
   ],
   js = [
     dir "js",

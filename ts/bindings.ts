@@ -11,8 +11,8 @@ import {
   type CodeBindingFunction,
   type CodeBindingNamespace,
 } from '@deepseek-ai/dsh-code-runtime'
+import { PACKAGE } from './package.js'
 
-const PACKAGE = 'dsh-code-runtime-v8'
 /** The seam's language-portable identifier subset. */
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/
 

@@ -18,12 +18,12 @@ import { NativeRuntime, type NativeLogs, type NativeRunResult, type NativeStats 
 import { resolveBindings } from './bindings.js'
 import { Config, validateConfig, type V8CodeRuntimeConfig } from './config.js'
 import { HostCalls } from './host-calls.js'
+import { PACKAGE } from './package.js'
 
 export type { V8CodeRuntimeConfig } from './config.js'
 /** What `stats()` reports: the addon's `NativeStats` (documented there). */
 export type V8CodeRuntimeStats = NativeStats
 
-const PACKAGE = 'dsh-code-runtime-v8'
 
 /**
  * Log entries made into JS strings per event-loop turn: a chunk costs a few

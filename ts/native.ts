@@ -7,11 +7,8 @@
  * WebAssembly package this project does not publish.
  * @module
  */
-import { createRequire } from 'node:module'
 import type * as Loader from '../index.js'
-
-const require = createRequire(import.meta.url)
-const manifest = require('../package.json') as { name: string; version: string; optionalDependencies?: Record<string, string> }
+import { PACKAGE, PLATFORM_PACKAGES, VERSION } from './package.js'
 
 /** napi's name for this machine's platform (`linux-x64-gnu`, `darwin-arm64`). */
 function currentPlatform(): string {
@@ -26,14 +23,14 @@ function currentPlatform(): string {
 
 function loadFailure(cause: unknown): Error {
   const platform = currentPlatform()
-  const prefix = `${manifest.name}-`
-  const supported = Object.keys(manifest.optionalDependencies ?? {}).map((name) => name.slice(prefix.length))
+  const prefix = `${PACKAGE}-`
+  const supported = PLATFORM_PACKAGES.map((name) => name.slice(prefix.length))
   const platformPackage = `${prefix}${platform}`
   const message = supported.includes(platform)
-    ? `${manifest.name} could not load its binary for ${platform}: the package ${platformPackage}@${manifest.version} ` +
+    ? `${PACKAGE} could not load its binary for ${platform}: the package ${platformPackage}@${VERSION} ` +
       `should hold it. It is installed as an optional dependency: reinstall without --omit=optional / --no-optional ` +
       `(and with a lockfile made on ${platform}, or none).`
-    : `${manifest.name} has no prebuilt binary for this platform (${platform}). Supported: ${supported.join(', ')}.`
+    : `${PACKAGE} has no prebuilt binary for this platform (${platform}). Supported: ${supported.join(', ')}.`
   return new Error(message, { cause })
 }
 
