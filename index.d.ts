@@ -78,6 +78,18 @@ export declare class NativeRuntime {
 }
 
 /**
+ * Numbers per host call in the `ids` that `onCalls(ids, args)` receives:
+ * run id, call id, namespace index, function index.
+ */
+export declare const HOST_CALL_IDS: number
+
+/**
+ * The smallest `maxOutputBytes`: the room for `[]` and an empty failure
+ * message's quotes.
+ */
+export declare const MIN_OUTPUT_BYTES: number
+
+/**
  * The runtime's caps (`V8CodeRuntimeConfig`), validated by the TypeScript
  * layer in the seam's order and again here. Defaults live in the schema.
  */
@@ -189,3 +201,9 @@ export interface NativeStats {
    */
   memoryReturns: number
 }
+
+/**
+ * Numbers per reply in the `ids` that `reply(ids, texts)` takes: run id,
+ * call id, and 1 to resolve the call with its text or 0 to reject it.
+ */
+export declare const REPLY_IDS: number

@@ -773,7 +773,10 @@ if (
   }
 }
 
-const { NativeLogs, NativeRuntime } = nativeBinding
+const { NativeLogs, NativeRuntime, HOST_CALL_IDS, MIN_OUTPUT_BYTES, REPLY_IDS } = nativeBinding
 export { NativeLogs }
 export { NativeRuntime }
+export { HOST_CALL_IDS }
+export { MIN_OUTPUT_BYTES }
+export { REPLY_IDS }
 export const __napiBindingTarget = __napiLoadedBindingTarget

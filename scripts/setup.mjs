@@ -122,6 +122,9 @@ switch (task) {
   case 'bindings':
     break
   case 'test':
+    // Style and lints first: they fail in seconds, the suites in minutes.
+    run('cargo', ['fmt', '--check'])
+    run('cargo', ['clippy', '--release', '--all-targets', '--', '-D', 'warnings'])
     run('cargo', ['test', '--release', '--lib'])
     for (const major of NODE_LINES) {
       const node = nodeOfLine(major)

@@ -188,7 +188,7 @@ impl OutputLedger {
     }
     let separator = u64::from(!self.logs.is_empty());
     let available = self.cap.saturating_sub(self.used + separator);
-    match json_string_bytes_up_to(&text, available) {
+    match json_string_bytes_up_to(text, available) {
       Some(bytes) if self.used + separator + bytes <= self.cap => {
         self.used += separator + bytes;
         self.logs.push(text);

@@ -3,6 +3,8 @@
 //! `bridge`, `watchdog`, `ledger`, `transpile`) and owns nothing else.
 
 #![deny(clippy::unwrap_used)]
+// Unit tests may unwrap: a panic there is a failed test, not a crashed host.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod allocator;
 mod bridge;
@@ -154,6 +156,21 @@ impl NativeStats {
   }
 }
 
+/// Numbers per host call in the `ids` that `onCalls(ids, args)` receives:
+/// run id, call id, namespace index, function index.
+#[napi]
+pub const HOST_CALL_IDS: u32 = 4;
+
+/// Numbers per reply in the `ids` that `reply(ids, texts)` takes: run id,
+/// call id, and 1 to resolve the call with its text or 0 to reject it.
+#[napi]
+pub const REPLY_IDS: u32 = 3;
+
+/// The smallest `maxOutputBytes`: the room for `[]` and an empty failure
+/// message's quotes.
+#[napi]
+pub const MIN_OUTPUT_BYTES: u32 = 4;
+
 /// The program-to-host calls of one wake-up, handed to `onCalls(ids, args)`:
 /// call `i` is `(ids[4i], ids[4i+1], ids[4i+2], ids[4i+3], args[i])` =
 /// (run id, call id, namespace index, function index, lossless JSON text of
@@ -172,7 +189,7 @@ impl ToNapiValue for HostCallIds {
 
 fn host_call_batch(bridge: &Weak<Bridge>) -> FnArgs<(HostCallIds, Vec<String>)> {
   let calls = bridge.upgrade().map(|bridge| bridge.drain()).unwrap_or_default();
-  let mut ids = Vec::with_capacity(calls.len() * 4);
+  let mut ids = Vec::with_capacity(calls.len() * HOST_CALL_IDS as usize);
   let mut args = Vec::with_capacity(calls.len());
   for call in calls {
     ids.extend([call.run_id, call.call_id, call.namespace, call.function]);
@@ -317,7 +334,8 @@ impl NativeRuntime {
     let config = RuntimeConfig {
       compute_ms: config.compute_ms,
       max_wall_ms: config.max_wall_ms,
-      max_output_bytes: if config.max_output_bytes.is_finite() && config.max_output_bytes >= 4.0 {
+      max_output_bytes: if config.max_output_bytes.is_finite() && config.max_output_bytes >= f64::from(MIN_OUTPUT_BYTES)
+      {
         config.max_output_bytes as u64
       } else {
         0
@@ -413,10 +431,10 @@ impl NativeRuntime {
   /// over.
   #[napi]
   pub fn reply(&self, ids: &[u32], texts: Vec<String>) -> Result<bool> {
-    if ids.len() != texts.len() * 3 {
+    if ids.len() != texts.len() * REPLY_IDS as usize {
       return Err(Error::new(Status::InvalidArg, "reply ids must hold three numbers per text"));
     }
-    let replies = texts.into_iter().zip(ids.chunks_exact(3)).map(|(text, id)| {
+    let replies = texts.into_iter().zip(ids.chunks_exact(REPLY_IDS as usize)).map(|(text, id)| {
       let reply = if id[2] == 1 { Ok(text) } else { Err(text) };
       (id[0], id[1], reply)
     });

@@ -413,7 +413,8 @@ const URL_PARTS: [&str; 11] =
 
 /// The components `op_dsh_url_set` sets; the setter number is the index
 /// here. (`href` is set by parsing again: `op_dsh_url_parse`.)
-const URL_SETTERS: [&str; 9] = ["protocol", "username", "password", "host", "hostname", "port", "pathname", "search", "hash"];
+const URL_SETTERS: [&str; 9] =
+  ["protocol", "username", "password", "host", "hostname", "port", "pathname", "search", "hash"];
 
 fn url_parts(url: &url::Url) -> Vec<String> {
   use url::quirks;

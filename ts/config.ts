@@ -5,13 +5,12 @@
  */
 import os from 'node:os'
 import z from '@deepseek-ai/schemastery'
-import type { NativeConfig } from './native.js'
+import { MIN_OUTPUT_BYTES, type NativeConfig } from './native.js'
 import { PACKAGE } from './package.js'
 
 /** Node's setTimeout ceiling, the seam's upper bound for maxWallMs. */
 export const MAX_WALL_MS = 2_147_483_647
 /** Smallest cap that can hold an empty logs array plus an empty message. */
-const MIN_OUTPUT_BYTES = 4
 
 /**
  * Validated configuration of one `V8CodeRuntime`: exactly the addon's

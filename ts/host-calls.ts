@@ -8,7 +8,7 @@
  */
 import { types } from 'node:util'
 import type { HostNamespace } from './bindings.js'
-import type { NativeRuntime } from './native.js'
+import { HOST_CALL_IDS, type NativeRuntime } from './native.js'
 import { encodeLossless, losslessJson } from './lossless-json.js'
 
 const JSONStringify = JSON.stringify
@@ -80,6 +80,8 @@ export class HostCalls {
    * UTF-8, which would replace it).
    */
   private reply(runId: number, callId: number, ok: boolean, text: string): void {
+    // The addon's REPLY_IDS numbers per reply, in its order (it refuses
+    // a batch of any other shape, so a disagreement fails every call).
     this.replyIds.push(runId, callId, ok ? 1 : 0)
     this.replyTexts.push(ok ? text : JSONStringify(text))
     if (!this.flushQueued) {
@@ -91,11 +93,12 @@ export class HostCalls {
   /**
    * The addon's wake-up with a batch of calls: call `i` is (run id
    * `ids[4i]`, call id `ids[4i+1]`, namespace `ids[4i+2]`, function
-   * `ids[4i+3]`, argument JSON `args[i]`). Dispatch each.
+   * `ids[4i+3]`, argument JSON `args[i]`), 4 being HOST_CALL_IDS.
+   * Dispatch each.
    */
   readonly receive = (ids: Uint32Array, args: string[]): void => {
     for (let i = 0; i < args.length; i++) {
-      const at = i * 4
+      const at = i * HOST_CALL_IDS
       const runId = ids[at] as number
       const callId = ids[at + 1] as number
       try {
