@@ -8,6 +8,8 @@ export default defineConfig({
     // Each file runs in its own child process: a crash in one (which a
     // sandbox must never cause) cannot hide behind another file's pass.
     pool: 'forks',
-    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+    // --expose-gc: the memory suite collects the host's own garbage before
+    // it judges what the addon gave back (memory.test.ts).
+    poolOptions: { forks: { maxForks: 2, minForks: 1, execArgv: ['--expose-gc'] } },
   },
 })

@@ -381,12 +381,13 @@ describe('calls', () => {
   })
 
   it('the pump\'s brief spin while waiting for replies is not charged either', async () => {
-    // 8000 sequential calls to a host function that takes ~60 us: the
-    // program's own CPU is ~110 ms (more on a busy machine), but the pump
-    // spins its full 40 us per call waiting for each reply (320 ms in all);
-    // charged, the run would exceed the budget.
-    const tight = await mount({ computeMs: 250 })
-    const result = await tight.run('let s = 0; for (let i = 0; i < 8000; i++) s += await tools.echo(i); return s', {
+    // 20000 sequential calls to a host function that takes ~60 us: the
+    // program's own CPU is ~280 ms (up to ~3x that on a busy machine
+    // stays within the budget), but the pump spins its full 40 us per call
+    // waiting for each reply (800 ms in all); charged, the run would
+    // exceed the budget whatever the load.
+    const tight = await mount({ computeMs: 900 })
+    const result = await tight.run('let s = 0; for (let i = 0; i < 20000; i++) s += await tools.echo(i); return s', {
       bindings: tools({
         echo: async (i) => {
           const until = performance.now() + 0.06
@@ -395,7 +396,7 @@ describe('calls', () => {
         },
       }),
     })
-    expect(result).toEqual({ logs: [], value: (7999 * 8000) / 2 })
+    expect(result).toEqual({ logs: [], value: (19999 * 20000) / 2 })
     await tight.dispose()
   })
 

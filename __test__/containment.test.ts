@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { mount, tools, type Mounted } from './helpers.js'
+import { mount, tools, until, type Mounted } from './helpers.js'
 
 let m: Mounted
 beforeAll(async () => {
@@ -43,8 +43,23 @@ describe('wall ceiling and abort', () => {
 
   it('abort stops a hot loop mid-flight and keeps its logs', async () => {
     const controller = new AbortController()
-    const pending = m.runtime.run({ program: "console.log('in'); for (;;) {}", bindings: [], signal: controller.signal })
-    setTimeout(() => controller.abort('user cancelled'), 100)
+    // The program tells the host it is about to spin (after its log); the
+    // abort comes once its run is computing again, so the loop is what it stops.
+    let spinning: () => void = () => {}
+    const started = new Promise<void>((resolve) => (spinning = resolve))
+    const pending = m.runtime.run({
+      program: "console.log('in'); await tools.spinning({}); for (;;) {}",
+      bindings: tools({
+        spinning: async () => {
+          spinning()
+          return null
+        },
+      }),
+      signal: controller.signal,
+    })
+    await started
+    await until(() => m.runtime.stats().computing === 1 && m.runtime.stats().waitingOnHost === 0)
+    controller.abort('user cancelled')
     expect(await pending).toEqual({ logs: ['in'], error: { kind: 'abort', message: 'user cancelled' } })
     await healthy()
   })

@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import os from 'node:os'
 import { Context } from '@deepseek-ai/cordis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { mount, until, V8CodeRuntime, type Mounted } from './helpers.js'
+import { mount, tools, until, V8CodeRuntime, type Mounted } from './helpers.js'
 
 describe('service shape', () => {
   it('registers as ctx.codeRuntime with its descriptors and default config', async () => {
@@ -310,12 +310,22 @@ describe('abort and disposal', () => {
 
   it('disposal aborts live runs, keeps their logs and rejects later runs', async () => {
     const m = await mount({})
+    // Each program tells the host it has logged (a binding call) before it
+    // spins or waits; disposal comes once both have.
+    let ready = 0
+    let bothReady: () => void = () => {}
+    const readyNow = new Promise<void>((resolve) => (bothReady = resolve))
+    const bindings = tools({
+      ready: async () => {
+        if (++ready === 2) bothReady()
+        return null
+      },
+    })
     const live = [
-      m.run("console.log('spinning'); for (;;) {}"),
-      m.run("console.log('waiting'); await new Promise((r) => setTimeout(r, 100000))"),
-      m.run('return 1'),
+      m.run("console.log('spinning'); await tools.ready({}); for (;;) {}", { bindings }),
+      m.run("console.log('waiting'); await tools.ready({}); await new Promise((r) => setTimeout(r, 100000))", { bindings }),
     ]
-    await new Promise((r) => setTimeout(r, 200))
+    await readyNow
     await m.dispose()
     const results = await Promise.all(live)
     expect(results[0]).toEqual({ logs: ['spinning'], error: { kind: 'abort', message: 'runtime disposed' } })

@@ -26,9 +26,6 @@
   p.ReflectApply = ReflectApply;
   p.ReflectOwnKeys = Reflect.ownKeys;
   p.ReflectGetPrototypeOf = Reflect.getPrototypeOf;
-  p.ReflectDefineProperty = Reflect.defineProperty;
-  p.ReflectGet = Reflect.get;
-  p.ReflectHas = Reflect.has;
   p.ReflectConstruct = Reflect.construct;
   p.FunctionPrototypeCall = FunctionPrototypeCall;
   p.FunctionPrototypeToString = uncurryThis(Function.prototype.toString);
@@ -42,13 +39,11 @@
   p.ObjectPrototype = Object.prototype;
   p.ObjectCreate = Object.create;
   p.ObjectDefineProperty = Object.defineProperty;
-  p.ObjectDefineProperties = Object.defineProperties;
   p.ObjectFreeze = Object.freeze;
   p.ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
   p.ObjectGetOwnPropertyNames = Object.getOwnPropertyNames;
   p.ObjectGetOwnPropertySymbols = Object.getOwnPropertySymbols;
   p.ObjectGetPrototypeOf = Object.getPrototypeOf;
-  p.ObjectSetPrototypeOf = Object.setPrototypeOf;
   p.ObjectKeys = Object.keys;
   p.ObjectIs = Object.is;
   p.ObjectHasOwn = Object.hasOwn;
@@ -68,10 +63,6 @@
   p.ArrayPrototypeIndexOf = uncurryThis(Array.prototype.indexOf);
   p.ArrayPrototypeSort = uncurryThis(Array.prototype.sort);
   p.ArrayPrototypeUnshift = uncurryThis(Array.prototype.unshift);
-  p.ArrayPrototypeForEach = uncurryThis(Array.prototype.forEach);
-  p.ArrayPrototypeReduce = uncurryThis(Array.prototype.reduce);
-  p.ArrayPrototypeFill = uncurryThis(Array.prototype.fill);
-  p.ArrayPrototypeSymbolIterator = Array.prototype[Symbol.iterator];
   // No Array.prototype.map/filter/slice/splice: they create their result
   // through the array's program-mutable `constructor[Symbol.species]`.
   // These build plain arrays with Array.from over a null-prototype
@@ -126,7 +117,6 @@
   p.Number = Number;
   p.NumberIsFinite = Number.isFinite;
   p.NumberIsInteger = Number.isInteger;
-  p.NumberIsSafeInteger = Number.isSafeInteger;
   p.NumberIsNaN = Number.isNaN;
   p.NumberPrototypeValueOf = uncurryThis(Number.prototype.valueOf);
   p.NumberPrototypeToString = uncurryThis(Number.prototype.toString);
@@ -135,9 +125,6 @@
   p.BooleanPrototypeValueOf = uncurryThis(Boolean.prototype.valueOf);
   p.SymbolPrototypeValueOf = uncurryThis(Symbol.prototype.valueOf);
   p.SymbolPrototypeToString = uncurryThis(Symbol.prototype.toString);
-  p.SymbolPrototypeGetDescription = uncurryThis(
-    Object.getOwnPropertyDescriptor(Symbol.prototype, "description").get,
-  );
   p.Symbol = Symbol;
   // Immediate's disposer (04_timers.js), as Node's.
   p.SymbolDispose = Symbol.dispose;
@@ -167,7 +154,6 @@
   p.ErrorPrototypeToString = uncurryThis(Error.prototype.toString);
 
   p.Promise = Promise;
-  p.PromisePrototype = Promise.prototype;
   p.PromiseResolve = Promise.resolve.bind(Promise);
   p.PromiseReject = Promise.reject.bind(Promise);
   p.PromisePrototypeThen = uncurryThis(Promise.prototype.then);
@@ -181,7 +167,6 @@
   };
 
   p.Map = Map;
-  p.MapPrototype = Map.prototype;
   p.MapPrototypeGet = uncurryThis(Map.prototype.get);
   p.MapPrototypeSet = uncurryThis(Map.prototype.set);
   p.MapPrototypeHas = uncurryThis(Map.prototype.has);
@@ -189,7 +174,6 @@
   p.MapPrototypeEntries = uncurryThis(Map.prototype.entries);
   p.MapPrototypeGetSize = uncurryThis(Object.getOwnPropertyDescriptor(Map.prototype, "size").get);
   p.Set = Set;
-  p.SetPrototype = Set.prototype;
   p.SetPrototypeAdd = uncurryThis(Set.prototype.add);
   p.SetPrototypeHas = uncurryThis(Set.prototype.has);
   p.SetPrototypeDelete = uncurryThis(Set.prototype.delete);
@@ -198,11 +182,9 @@
   p.WeakMap = WeakMap;
   p.WeakMapPrototypeGet = uncurryThis(WeakMap.prototype.get);
   p.WeakMapPrototypeSet = uncurryThis(WeakMap.prototype.set);
-  p.WeakMapPrototypeHas = uncurryThis(WeakMap.prototype.has);
   p.WeakSet = WeakSet;
   p.MapIteratorPrototypeNext = uncurryThis(Object.getPrototypeOf(new Map().entries()).next);
   p.SetIteratorPrototypeNext = uncurryThis(Object.getPrototypeOf(new Set().values()).next);
-  p.ArrayIteratorPrototypeNext = uncurryThis(Object.getPrototypeOf([][Symbol.iterator]()).next);
 
   p.Date = Date;
   p.DatePrototypeGetTime = uncurryThis(Date.prototype.getTime);
@@ -250,9 +232,6 @@
 
   p.ArrayBuffer = ArrayBuffer;
   p.ArrayBufferIsView = ArrayBuffer.isView;
-  p.ArrayBufferPrototypeGetByteLength = uncurryThis(
-    Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "byteLength").get,
-  );
   p.SharedArrayBuffer = globalThis.SharedArrayBuffer;
   // The two prototypes whose methods copy a whole string into ICU memory
   // (10_memory_caps.js checks them); %Segments% has no global name.
@@ -282,12 +261,6 @@
   );
   p.TypedArrayPrototypeSubarray = uncurryThis(TypedArrayPrototype.subarray);
   p.TypedArrayPrototypeSet = uncurryThis(TypedArrayPrototype.set);
-  p.DataViewPrototypeGetByteLength = uncurryThis(
-    Object.getOwnPropertyDescriptor(DataView.prototype, "byteLength").get,
-  );
-  p.AsyncFunctionPrototype = Object.getPrototypeOf(async function () {});
-  p.GeneratorFunctionPrototype = Object.getPrototypeOf(function* () {});
-  p.AsyncGeneratorFunctionPrototype = Object.getPrototypeOf(async function* () {});
   p.Proxy = Proxy;
   p.globalThis = globalThis;
   // deno_core exposes the engine's proxy check; the host passes util.types.isProxy.

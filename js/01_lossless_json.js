@@ -205,6 +205,5 @@
     return p.ObjectFreeze({ __proto__: null, encode, decode, TOO_LARGE });
   }
 
-  globalThis.__dsh.createLosslessJson = createLosslessJson;
   globalThis.__dsh.losslessJson = createLosslessJson(globalThis.__dsh.primordials);
 })(globalThis);

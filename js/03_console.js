@@ -45,7 +45,6 @@
       " ",
     );
   }
-  dsh.render = render;
 
   const tableChars = {
     __proto__: null,

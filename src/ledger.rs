@@ -165,16 +165,6 @@ impl OutputLedger {
     OutputLedger { cap, used: 2, logs: Logs::default(), overflow: None }
   }
 
-  /// The configured cap.
-  pub fn cap(&self) -> u64 {
-    self.cap
-  }
-
-  /// Whether an entry has already overflowed the cap.
-  pub fn overflowed(&self) -> bool {
-    self.overflow.is_some()
-  }
-
   /// Bytes left for the completion value or failure message.
   pub fn remaining(&self) -> u64 {
     self.cap.saturating_sub(self.used)
