@@ -83,9 +83,15 @@ describe('wall ceiling and abort', () => {
       return run
     })
     const results = await Promise.all(runs)
+    // Programs 0, 1 and 3 cannot finish on their own: each ends by its
+    // abort. Programs 2 and 4 finish with their value unless the abort
+    // came first.
+    const finished = [undefined, undefined, { logs: [], value: 499999500000 }, undefined, { logs: ['x'.repeat(1000)], value: 1 }]
     for (const [i, result] of results.entries()) {
-      if (result.error) expect(['abort', 'timeout']).toContain(result.error.kind)
-      if (result.error?.kind === 'abort') expect(result.error.message).toBe(`abort ${i}`)
+      const aborted = { kind: 'abort', message: `abort ${i}` }
+      const own = finished[i % programs.length]
+      if (own === undefined || result.error !== undefined) expect(result.error).toEqual(aborted)
+      else expect(result).toEqual(own)
     }
     await healthy()
   })
@@ -219,7 +225,10 @@ describe('no ambient authority', () => {
       { bindings: tools({ f: async (args) => (seen.push(args), { ok: true }) }) },
     )
     expect(seen).toEqual([{ a: 1 }])
-    expect(result.error?.kind ?? 'none').not.toBe('worker-exit')
+    // The bridge is untouched by the tampering; what the program then gets
+    // is plain JavaScript: resolving with { ok: true } looks up its
+    // (forged, inherited) `then`, which resolves 'forged'.
+    expect(result).toEqual({ logs: [], value: 'forged' })
     await healthy()
   })
 })
