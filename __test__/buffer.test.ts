@@ -7,7 +7,7 @@
  */
 import { readFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { mount, type Mounted } from './helpers.js'
+import { mismatches, mount, type Mounted } from './helpers.js'
 
 /** Turns any result into plain JSON the same way in both realms. */
 const DESCRIBE = `function describe(value) {
@@ -115,12 +115,7 @@ describe('Buffer behaves as Node', () => {
     const result = await m.run(program)
     expect(result.error).toBeUndefined()
     const node = new Function(`${DESCRIBE}\nreturn [${cases.map((source) => `attempt(() => ${source})`).join(',\n')}]`)()
-    const mismatches = cases.flatMap((source, i) => {
-      const here = JSON.stringify((result.value as unknown[])[i])
-      const there = JSON.stringify(node[i])
-      return here === there ? [] : [`${source}\n  node:    ${there}\n  isolate: ${here}`]
-    })
-    expect(mismatches).toEqual([])
+    expect(mismatches(cases, node, result.value as unknown[])).toEqual([])
   })
 })
 

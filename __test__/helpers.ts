@@ -37,3 +37,16 @@ export function tools(
 export async function until(condition: () => boolean): Promise<void> {
   while (!condition()) await new Promise((resolve) => setImmediate(resolve))
 }
+
+/**
+ * The cases whose results differ between Node and the isolate (each result
+ * already described as plain JSON the same way on both sides), as
+ * `source / node / isolate` lines for the failure message.
+ */
+export function mismatches(cases: string[], node: unknown[], isolate: unknown[]): string[] {
+  return cases.flatMap((source, i) => {
+    const there = JSON.stringify(node[i])
+    const here = JSON.stringify(isolate[i])
+    return here === there ? [] : [`${source}\n  node:    ${there}\n  isolate: ${here}`]
+  })
+}

@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs'
 import { inspect } from 'node:util'
 import { Worker } from 'node:worker_threads'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { mount, type Mounted } from './helpers.js'
+import { mismatches, mount, type Mounted } from './helpers.js'
 
 const DESCRIBE = `function describe(value) {
   if (typeof value === 'bigint') return { bigint: String(value) }
@@ -116,12 +116,7 @@ describe('each global behaves as Node', () => {
     expect(result.error?.message).toBeUndefined()
     const AsyncFunction = (async () => {}).constructor as new (body: string) => () => Promise<unknown[]>
     const node = await new AsyncFunction(body)()
-    const mismatches = cases.flatMap((source, i) => {
-      const here = JSON.stringify((result.value as unknown[])[i])
-      const there = JSON.stringify(node[i])
-      return here === there ? [] : [`${source}\n  node:    ${there}\n  isolate: ${here}`]
-    })
-    expect(mismatches).toEqual([])
+    expect(mismatches(cases, node, result.value as unknown[])).toEqual([])
   })
 
   it('a throw inside an event listener fails the run, as one inside a timer callback does', async () => {
