@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest'
 import { mount, tools, until, type Mounted } from './helpers.js'
 
 let m: Mounted
@@ -72,6 +72,12 @@ describe('wall ceiling and abort', () => {
       'await tools.never({})',
       'console.log("x".repeat(1000)); await null; return 1',
     ]
+    // Should a run never resolve, the failure says which runs and what the
+    // runtime reports of them (its test timeout is the only bound here).
+    const unresolved = new Set(Array.from({ length: 100 }, (_, i) => i))
+    onTestFailed(() => {
+      console.error(`unresolved runs: ${[...unresolved].join(' ')}; stats: ${JSON.stringify(m.runtime.stats())}`)
+    })
     const runs = Array.from({ length: 100 }, (_, i) => {
       const controller = new AbortController()
       const run = m.runtime.run({
@@ -80,7 +86,7 @@ describe('wall ceiling and abort', () => {
         signal: controller.signal,
       })
       setTimeout(() => controller.abort(`abort ${i}`), Math.random() * 30)
-      return run
+      return run.finally(() => unresolved.delete(i))
     })
     const results = await Promise.all(runs)
     // Programs 0, 1 and 3 cannot finish on their own: each ends by its
