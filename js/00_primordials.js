@@ -266,7 +266,6 @@
   // deno_core exposes the engine's proxy check; the host passes util.types.isProxy.
   p.isProxy = globalThis.Deno.core.isProxy;
 
-  // The sandbox's own ops, captured before `Deno` is deleted by the seal.
   // The sandbox's own ops, as src/sandbox_ext.rs lists them (the one list):
   // every op named op_dsh_*, captured before the seal removes Deno.
   const coreOps = globalThis.Deno.core.ops;
@@ -291,8 +290,16 @@
     });
   }
 
-  globalThis.__dsh = {
+  // The key the sandbox's own API classes (Crypto, Navigator, Performance,
+  // AbortSignal, ...) are constructed with: programs never see it, so their
+  // `new` throws as Node's illegal constructors do (12_node_errors.js).
+  const internalKey = Symbol("internal constructor key");
+  const dsh = {
     __proto__: null,
+    internalKey,
+    checkConstructorKey(key) {
+      if (key !== internalKey) throw dsh.nodeErrors.illegalConstructor();
+    },
     primordials: p,
     ops: Object.freeze(ops),
     protocol: Object.freeze(protocol),
@@ -305,4 +312,5 @@
     // hardwareConcurrency, platform }: src/isolate.rs).
     nodeLineFollowers: [],
   };
+  globalThis.__dsh = dsh;
 })(globalThis);

@@ -149,6 +149,7 @@
 
   dsh.nodeErrors = {
     __proto__: null,
+    illegalConstructor: () => nodeError(p.TypeError, "ERR_ILLEGAL_CONSTRUCTOR", "Illegal constructor"),
     nodeError,
     invalidArgType,
     outOfRange,

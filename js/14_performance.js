@@ -16,7 +16,7 @@
   const now = () => ops.op_dsh_now();
   dsh.performanceNow = now;
 
-  const illegal = p.Symbol("illegal constructor");
+  const { internalKey: INTERNAL, checkConstructorKey } = dsh;
 
   class PerformanceEntry {
     #name;
@@ -24,7 +24,7 @@
     #start;
     #duration;
     constructor(key = undefined, name = undefined, type = undefined, start = 0, duration = 0) {
-      if (key !== illegal) throw errors.nodeError(p.TypeError, "ERR_ILLEGAL_CONSTRUCTOR", "Illegal constructor");
+      checkConstructorKey(key);
       this.#name = name;
       this.#type = type;
       this.#start = start;
@@ -59,7 +59,7 @@
       const start = options?.startTime ?? now();
       if (typeof start !== "number") throw errors.invalidArgType("options.startTime", "number", start);
       if (start < 0) throw errors.invalidArgType("options.startTime", "a positive number", start);
-      super(illegal, `${name}`, "mark", start, 0);
+      super(INTERNAL, `${name}`, "mark", start, 0);
       const detail = options?.detail;
       this.#detail = detail === undefined ? null : dsh.structuredClone(detail);
     }
@@ -113,7 +113,7 @@
 
   class Performance {
     constructor(key = undefined) {
-      if (key !== illegal) throw errors.nodeError(p.TypeError, "ERR_ILLEGAL_CONSTRUCTOR", "Illegal constructor");
+      checkConstructorKey(key);
     }
     now() {
       return now();
@@ -147,7 +147,7 @@
       if (endMark !== undefined) end = markTime(endMark);
       start ??= 0;
       end ??= now();
-      const measure = new PerformanceMeasure(illegal, `${name}`, start, end - start, detail);
+      const measure = new PerformanceMeasure(INTERNAL, `${name}`, start, end - start, detail);
       p.ArrayPrototypePush(entries, measure);
       return measure;
     }
@@ -176,7 +176,7 @@
   }
 
   const define = (name, value) => p.ArrayPrototypePush(dsh.webGlobals, [name, value]);
-  define("performance", new Performance(illegal));
+  define("performance", new Performance(INTERNAL));
   define("Performance", Performance);
   define("PerformanceEntry", PerformanceEntry);
   define("PerformanceMark", PerformanceMark);

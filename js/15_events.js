@@ -275,8 +275,7 @@
 
   // --- AbortSignal / AbortController --------------------------------------
 
-  const constructing = p.SymbolFor("dsh.abortSignal.constructing");
-  let allowConstruction = false;
+  const { internalKey: INTERNAL, checkConstructorKey } = dsh;
 
   function abortError() {
     return new globalThis.DOMException("This operation was aborted", "AbortError");
@@ -302,7 +301,7 @@
     #onabort = null;
 
     constructor(key = undefined) {
-      if (!allowConstruction || key !== constructing) throw errors.nodeError(p.TypeError, "ERR_ILLEGAL_CONSTRUCTOR", "Illegal constructor");
+      checkConstructorKey(key);
       super();
     }
 
@@ -386,14 +385,7 @@
   delete AbortSignal.signalAbort;
   ObjectDefineProperty(AbortSignal.prototype, SymbolToStringTag, { __proto__: null, value: "AbortSignal", configurable: true });
 
-  function newSignal() {
-    allowConstruction = true;
-    try {
-      return new AbortSignal(constructing);
-    } finally {
-      allowConstruction = false;
-    }
-  }
+  const newSignal = () => new AbortSignal(INTERNAL);
 
   class AbortController {
     #signal = newSignal();

@@ -14,13 +14,13 @@
     host = facts;
   });
 
-  const illegal = p.Symbol("illegal constructor");
+  const { internalKey: INTERNAL, checkConstructorKey } = dsh;
   // Node reads the language from ICU's default locale.
   let language;
 
   class Navigator {
     constructor(key = undefined) {
-      if (key !== illegal) throw errors.nodeError(p.TypeError, "ERR_ILLEGAL_CONSTRUCTOR", "Illegal constructor");
+      checkConstructorKey(key);
     }
     get hardwareConcurrency() {
       return host.hardwareConcurrency;
@@ -41,7 +41,7 @@
   }
 
   const define = (name, value) => p.ArrayPrototypePush(dsh.webGlobals, [name, value]);
-  define("navigator", new Navigator(illegal));
+  define("navigator", new Navigator(INTERNAL));
   define("Navigator", Navigator);
   // Enumerable, as Node's is.
   p.ArrayPrototypePush(dsh.webGlobals, ["global", globalThis, true]);
