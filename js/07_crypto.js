@@ -37,44 +37,45 @@
     return hex;
   }
 
-  // crypto.subtle.digest's algorithms, numbered as op_dsh_digest knows them,
-  // with their output sizes.
-  const DIGESTS = [["SHA-1", 20], ["SHA-256", 32], ["SHA-384", 48], ["SHA-512", 64]];
+  // crypto.subtle.digest's algorithms by name: the number op_dsh_digest
+  // takes, and the digest's size (src/sandbox_ext.rs defines both).
+  // (Copied out of the protocol's checked tables: a program's algorithm
+  // name is looked up in them at run time.)
+  const DIGESTS = { __proto__: null, ...dsh.protocol.digests };
+  const DIGEST_BYTES = { __proto__: null, ...dsh.protocol.digestBytes };
 
-  const illegal = p.Symbol("illegal constructor");
-  const illegalConstructor = () => dsh.nodeErrors.nodeError(TypeError, "ERR_ILLEGAL_CONSTRUCTOR", "Illegal constructor");
+  const { internalKey: INTERNAL, checkConstructorKey } = dsh;
 
   /** Node's SubtleCrypto, with digest only: no keys (hence no CryptoKey). */
   class SubtleCrypto {
     constructor(key = undefined) {
-      if (key !== illegal) throw illegalConstructor();
+      checkConstructorKey(key);
     }
     async digest(algorithm, data) {
       if (arguments.length < 2) {
         throw new TypeError(`Failed to execute 'digest' on 'SubtleCrypto': 2 arguments required, but only ${arguments.length} present.`);
       }
       const name = typeof algorithm === "string" ? algorithm : algorithm?.name;
-      let index = -1;
-      for (let i = 0; i < DIGESTS.length; i++) {
-        if (typeof name === "string" && p.StringPrototypeToUpperCase(name) === DIGESTS[i][0]) index = i;
-      }
+      const known = typeof name === "string" ? p.StringPrototypeToUpperCase(name) : undefined;
       let bytes;
       if (p.ArrayBufferIsView(data)) bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
       else if (core.isAnyArrayBuffer(data)) bytes = new Uint8Array(data);
       else throw new TypeError("Failed to execute 'digest' on 'SubtleCrypto': 2nd argument is not instance of ArrayBuffer, Buffer, TypedArray, or DataView.");
-      if (index === -1) throw dsh.domException("Unrecognized algorithm name", "NotSupportedError", this.digest);
+      if (known === undefined || !p.ObjectHasOwn(DIGEST_BYTES, known)) {
+        throw dsh.domException("Unrecognized algorithm name", "NotSupportedError", this.digest);
+      }
       // The input is copied first, as WebCrypto requires (a later change to
       // it must not change the digest).
-      const out = new p.ArrayBuffer(DIGESTS[index][1]);
-      ops.op_dsh_digest(index, new Uint8Array(bytes), new Uint8Array(out));
+      const out = new p.ArrayBuffer(DIGEST_BYTES[known]);
+      ops.op_dsh_digest(DIGESTS[known], new Uint8Array(bytes), new Uint8Array(out));
       return out;
     }
   }
 
   class Crypto {
-    #subtle = new SubtleCrypto(illegal);
+    #subtle = new SubtleCrypto(INTERNAL);
     constructor(key = undefined) {
-      if (key !== illegal) throw illegalConstructor();
+      checkConstructorKey(key);
     }
     get subtle() {
       return this.#subtle;
@@ -89,7 +90,7 @@
   for (const Class of [SubtleCrypto, Crypto]) {
     p.ObjectDefineProperty(Class.prototype, p.SymbolToStringTag, { __proto__: null, value: Class.name, configurable: true });
   }
-  const crypto = new Crypto(illegal);
+  const crypto = new Crypto(INTERNAL);
 
   const coreStructuredClone = core.structuredClone;
   function structuredClone(value, options = undefined) {

@@ -75,6 +75,10 @@ struct Protocol {
   url_parts: std::collections::BTreeMap<&'static str, u32>,
   /// `op_dsh_url_set`'s setters, by number.
   url_setters: std::collections::BTreeMap<&'static str, u32>,
+  /// `op_dsh_digest`'s algorithms, by number.
+  digests: std::collections::BTreeMap<&'static str, u32>,
+  /// Each algorithm's digest size in bytes.
+  digest_bytes: std::collections::BTreeMap<&'static str, u32>,
 }
 
 fn numbered(names: &[&'static str]) -> std::collections::BTreeMap<&'static str, u32> {
@@ -89,6 +93,8 @@ fn op_dsh_protocol() -> Protocol {
     settle: numbered(&Settlement::ALL.map(|(_, name)| name)),
     url_parts: numbered(&URL_PARTS),
     url_setters: numbered(&URL_SETTERS),
+    digests: numbered(&DIGESTS),
+    digest_bytes: DIGESTS.iter().map(|name| (*name, digest(name, &[]).map_or(0, |bytes| bytes.len() as u32))).collect(),
   }
 }
 
@@ -341,25 +347,33 @@ fn op_dsh_buffer_package_source() -> &'static str {
   BUFFER_PACKAGE
 }
 
-/// crypto.subtle.digest: hashes `data` with the algorithm numbered as in
-/// js/07_crypto.js's DIGESTS (SHA-1, SHA-256, SHA-384, SHA-512) into `out`,
-/// memory the program's allocator gave (sized by the script to the
-/// algorithm's output). False for an unknown algorithm or a wrong size.
+/// crypto.subtle.digest's algorithms; the number `op_dsh_digest` takes is
+/// the index here (js/07_crypto.js reads both through `op_dsh_protocol`).
+const DIGESTS: [&str; 4] = ["SHA-1", "SHA-256", "SHA-384", "SHA-512"];
+
+/// The digest of `data` by the algorithm named as in [`DIGESTS`].
+fn digest(name: &str, data: &[u8]) -> Option<Vec<u8>> {
+  use sha2::Digest;
+  Some(match name {
+    "SHA-1" => sha1::Sha1::digest(data).to_vec(),
+    "SHA-256" => sha2::Sha256::digest(data).to_vec(),
+    "SHA-384" => sha2::Sha384::digest(data).to_vec(),
+    "SHA-512" => sha2::Sha512::digest(data).to_vec(),
+    _ => return None,
+  })
+}
+
+/// crypto.subtle.digest: hashes `data` with algorithm number `algorithm`
+/// into `out`, memory the program's allocator gave (sized by the script to
+/// the algorithm's `digestBytes`). False for an unknown algorithm or a
+/// wrong size.
 #[op2(fast)]
 fn op_dsh_digest(algorithm: u32, #[buffer] data: &[u8], #[buffer] out: &mut [u8]) -> bool {
-  fn write<D: sha2::Digest>(data: &[u8], out: &mut [u8]) -> bool {
-    let digest = D::digest(data);
-    if digest.len() != out.len() {
-      return false;
+  match DIGESTS.get(algorithm as usize).and_then(|name| digest(name, data)) {
+    Some(bytes) if bytes.len() == out.len() => {
+      out.copy_from_slice(&bytes);
+      true
     }
-    out.copy_from_slice(&digest);
-    true
-  }
-  match algorithm {
-    0 => write::<sha1::Sha1>(data, out),
-    1 => write::<sha2::Sha256>(data, out),
-    2 => write::<sha2::Sha384>(data, out),
-    3 => write::<sha2::Sha512>(data, out),
     _ => false,
   }
 }
