@@ -225,7 +225,6 @@
     const timer = p.WeakMapPrototypeGet(immediateTimers, immediate);
     if (timer === undefined) return;
     spend(immediate);
-    if (!spentIsUndefined) immediate._onImmediate = null;
     unlink(immediate);
     core.cancelTimer(timer);
   }

@@ -432,7 +432,7 @@ impl NativeRuntime {
   #[napi]
   pub fn reply(&self, ids: &[u32], texts: Vec<String>) -> Result<bool> {
     if ids.len() != texts.len() * REPLY_IDS as usize {
-      return Err(Error::new(Status::InvalidArg, "reply ids must hold three numbers per text"));
+      return Err(Error::new(Status::InvalidArg, format!("reply ids must hold {REPLY_IDS} numbers per text")));
     }
     let replies = texts.into_iter().zip(ids.chunks_exact(REPLY_IDS as usize)).map(|(text, id)| {
       let reply = if id[2] == 1 { Ok(text) } else { Err(text) };
