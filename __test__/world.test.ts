@@ -163,6 +163,73 @@ describe('console renders them as Node does', () => {
   })
 })
 
+describe('globals made on first touch', () => {
+  // The lazy globals (js/14_lazy_globals.js) are compiled after the program
+  // started: a program that replaced built-ins and globals first must still
+  // get them working, as Node's (which loads its own lazily too) are. The
+  // same program runs in a Node worker thread, whose realm it may spoil.
+  const TAMPER = `
+    globalThis.Function = function () { throw new Error('Function used') }
+    globalThis.Symbol = undefined
+    globalThis.Reflect = undefined
+    delete globalThis.DOMException
+    Object.prototype.polluted = 'yes'
+    Array.prototype.push = function () { throw new Error('push used') }
+  `
+  const WORLD = `
+    Object.defineProperty = () => { throw new Error('defineProperty used') }
+    const out = []
+    const target = new EventTarget()
+    let seen = 0
+    target.addEventListener('x', () => { seen++ })
+    target.dispatchEvent(new CustomEvent('x', { detail: 1 }))
+    out[out.length] = seen
+    const reason = AbortSignal.abort().reason
+    out[out.length] = [reason.name, reason.message, reason instanceof Error]
+    const controller = new AbortController()
+    controller.abort()
+    out[out.length] = controller.signal.reason.name
+    performance.mark('a')
+    performance.mark('b')
+    out[out.length] = [performance.measure('m', 'a', 'b').name, performance.getEntriesByType('mark').length]
+    out[out.length] = [typeof navigator.hardwareConcurrency, navigator.userAgent]
+    out[out.length] = crypto.randomUUID().length
+    out[out.length] = Array.from(new Uint8Array(await crypto.subtle.digest('SHA-256', new Uint8Array(3))).slice(0, 4))
+    out[out.length] = [Object.prototype.toString.call(new Event('e')), Object.prototype.toString.call(crypto)]
+    return JSON.stringify(out)
+  `
+  // Buffer is the \`buffer\` package, which reads built-in methods such as
+  // Object.defineProperty as they are when it runs (README, "Buffer").
+  const BUFFER = `return JSON.stringify([Array.from(Buffer.from('aGk=', 'base64')), Buffer.concat([Buffer.from('a'), Buffer.from('b')]).toString()])`
+
+  async function inNodeWorker(program: string): Promise<string> {
+    const worker = new Worker(
+      `const { parentPort } = require('node:worker_threads');
+       const AsyncFunction = (async () => {}).constructor;
+       new AsyncFunction(${JSON.stringify(program)})().then((value) => parentPort.postMessage(value), (error) => parentPort.postMessage('threw: ' + error.message))`,
+      { eval: true },
+    )
+    const [value] = (await new Promise((resolve, reject) => {
+      worker.once('message', (message) => resolve([message]))
+      worker.once('error', reject)
+    })) as [string]
+    await worker.terminate()
+    return value
+  }
+
+  it.each([
+    ['events, AbortSignal, performance, navigator and crypto', WORLD, /^\[1,/],
+    ['Buffer', BUFFER, /^\[\[104,105\],"ab"\]$/],
+  ])('%s work as in Node after the program tampered with globals and built-ins', async (_, program, shape) => {
+    const inNode = await inNodeWorker(TAMPER + program)
+    expect(inNode).toMatch(shape)
+    const result = await m.run(TAMPER + program)
+    expect(result.error).toBeUndefined()
+    expect(result.value).toBe(inNode)
+    expect((await m.run('return [typeof Function, typeof DOMException]')).value).toEqual(['function', 'function'])
+  })
+})
+
 describe('the global surface', () => {
   /** Every backticked name in the README's absent-on-purpose table. */
   function absentOnPurpose(): string[] {
@@ -193,6 +260,24 @@ describe('the global surface', () => {
     expect([...nodeGlobals].filter((name) => !here.has(name) && !absent.includes(name))).toEqual([])
     expect(absent.filter((name) => here.has(name))).toEqual([])
     expect([...here].filter((name) => !nodeGlobals.has(name) && !NEWER_ENGINE.includes(name))).toEqual([])
+  })
+
+  it("enumerates the same globals as a Node worker thread, but for the absent-on-purpose list", async () => {
+    const worker = new Worker("require('node:worker_threads').parentPort.postMessage(Object.keys(globalThis))", { eval: true })
+    const [names] = (await new Promise((resolve, reject) => {
+      worker.once('message', (message) => resolve([message]))
+      worker.once('error', reject)
+    })) as [string[]]
+    await worker.terminate()
+    const notGlobals = ['require', 'module', 'exports', '__filename', '__dirname', 'gc']
+    const absent = absentOnPurpose()
+    const nodeKeys = names.filter((name) => !notGlobals.includes(name) && !absent.includes(name)).sort()
+    // Before and after the program's first touch of the lazy globals
+    // (js/14_lazy_globals.js), which replace their accessors by values.
+    const result = await m.run('const before = Object.keys(globalThis); void [performance, crypto, navigator]; return [before, Object.keys(globalThis)]')
+    const [before, after] = result.value as [string[], string[]]
+    expect(before.sort()).toEqual(nodeKeys)
+    expect(after.sort()).toEqual(nodeKeys)
   })
 
   it('feature detection of what is absent works', async () => {

@@ -29,10 +29,10 @@
   p.ReflectConstruct = Reflect.construct;
   p.FunctionPrototypeCall = FunctionPrototypeCall;
   p.FunctionPrototypeToString = uncurryThis(Function.prototype.toString);
-  // 09_builtin_proxies.js replaces Function.prototype.toString (so that
+  // 10_builtin_proxies.js replaces Function.prototype.toString (so that
   // its proxies print as the built-ins they stand for); it needs the object.
   p.FunctionPrototype = Function.prototype;
-  // 13_buffer.js compiles the vendored buffer package on first use.
+  // 14_lazy_globals.js compiles the lazy modules (js/lazy/) on first use.
   p.Function = Function;
 
   p.Object = Object;
@@ -89,9 +89,9 @@
   };
 
   p.String = String;
-  // 11_interruptible.js replaces some of its methods.
+  // 12_interruptible.js replaces some of its methods.
   p.StringPrototype = String.prototype;
-  // 10_memory_caps.js measures long texts before JSON.parse; it needs the
+  // 11_memory_caps.js measures long texts before JSON.parse; it needs the
   // object whose method it replaces.
   p.JSON = JSON;
   p.StringFromCharCode = String.fromCharCode;
@@ -234,7 +234,7 @@
   p.ArrayBufferIsView = ArrayBuffer.isView;
   p.SharedArrayBuffer = globalThis.SharedArrayBuffer;
   // The two prototypes whose methods copy a whole string into ICU memory
-  // (10_memory_caps.js checks them); %Segments% has no global name.
+  // (11_memory_caps.js checks them); %Segments% has no global name.
   p.IntlSegmenterPrototype = Intl.Segmenter.prototype;
   // navigator.language: ICU's default locale, as Node reads it.
   p.IntlDateTimeFormat = Intl.DateTimeFormat;
@@ -292,7 +292,7 @@
 
   // The key the sandbox's own API classes (Crypto, Navigator, Performance,
   // AbortSignal, ...) are constructed with: programs never see it, so their
-  // `new` throws as Node's illegal constructors do (12_node_errors.js).
+  // `new` throws as Node's illegal constructors do (13_node_errors.js).
   const internalKey = Symbol("internal constructor key");
   const dsh = {
     __proto__: null,
@@ -300,14 +300,18 @@
     checkConstructorKey(key) {
       if (key !== internalKey) throw dsh.nodeErrors.illegalConstructor();
     },
+    // Web IDL classes carry their name as Symbol.toStringTag on the
+    // prototype (what Object.prototype.toString and console show).
+    // Called by lazy modules after a program may have replaced the
+    // globals, hence the primordials.
+    setToStringTag(Class, tag = Class.name) {
+      p.ObjectDefineProperty(Class.prototype, p.SymbolToStringTag, { __proto__: null, value: tag, configurable: true });
+    },
     primordials: p,
     ops: Object.freeze(ops),
     protocol: Object.freeze(protocol),
     // [name, value, enumerable?]: the globals seal() defines.
     webGlobals: [],
-    // [name, make]: globals made on a program's first touch (seal() defines
-    // an accessor that replaces itself by make()'s value).
-    lazyGlobals: [],
     // (host) => void: told the host's facts at seal() ({ nodeMajor,
     // hardwareConcurrency, platform }: src/isolate.rs).
     nodeLineFollowers: [],

@@ -230,7 +230,8 @@
   }
 
   const globals = dsh.webGlobals;
-  const define = (name, value) => p.ArrayPrototypePush(globals, [name, value]);
+  // Enumerable, as Node's timer globals are.
+  const define = (name, value) => p.ArrayPrototypePush(globals, [name, value, true]);
   {
     define("setImmediate", setImmediate);
     define("clearImmediate", clearImmediate);

@@ -81,5 +81,7 @@
     p.ErrorCaptureStackTrace(error, caller);
     return error;
   };
+  // For the sandbox's own APIs: the global can be replaced by a program.
+  dsh.DOMException = DOMException;
   p.ArrayPrototypePush(dsh.webGlobals, ["DOMException", DOMException]);
 })(globalThis);

@@ -258,35 +258,16 @@
    * Strip every internal handle from the global and hand back the driver.
    * `host`: what the Node APIs here report of the host, as its Node would
    * (`{ nodeMajor, hardwareConcurrency, platform }`), and follow where
-   * Node's lines differ (dsh.nodeLineFollowers: console rendering,
-   * Buffer.poolSize, navigator).
+   * Node's lines differ (dsh.nodeLineFollowers: console rendering, timers;
+   * the lazy modules read `dsh.host` when they load).
    */
   function seal(host) {
     const g = globalThis;
+    dsh.host = host;
     const followers = dsh.nodeLineFollowers;
     for (let i = 0; i < followers.length; i++) followers[i](host);
     dsh.capSharedArrayBuffer();
-    g.console = dsh.makeConsole();
     ObjectDefineProperty(g, "process", { __proto__: null, value: dsh.makeProcess(), writable: true, configurable: true, enumerable: false });
-    const globals = dsh.webGlobals;
-    for (let i = 0; i < globals.length; i++) {
-      ObjectDefineProperty(g, globals[i][0], { __proto__: null, value: globals[i][1], writable: true, configurable: true, enumerable: globals[i][2] === true });
-    }
-    const lazy = dsh.lazyGlobals;
-    for (let i = 0; i < lazy.length; i++) {
-      const [name, make] = lazy[i];
-      const settle = (value) => {
-        ObjectDefineProperty(g, name, { __proto__: null, value, writable: true, configurable: true, enumerable: false });
-        return value;
-      };
-      ObjectDefineProperty(g, name, {
-        __proto__: null,
-        get: () => settle(make()),
-        set: settle,
-        configurable: true,
-        enumerable: false,
-      });
-    }
     delete g.Deno;
     delete g.__bootstrap;
     delete g.__dsh;
@@ -294,5 +275,22 @@
     return [install, watch, dsh.releaseTimerCallbacks];
   }
 
+  /**
+   * The sandbox's globals, defined while the snapshot is made: every
+   * isolate then starts with them, deserialized, instead of each seal()
+   * making them again.
+   */
+  function defineGlobals() {
+    const g = globalThis;
+    g.console = dsh.makeConsole();
+    // Enumerable, as Node's is.
+    ObjectDefineProperty(g, "global", { __proto__: null, value: g, writable: true, configurable: true, enumerable: true });
+    const globals = dsh.webGlobals;
+    for (let i = 0; i < globals.length; i++) {
+      ObjectDefineProperty(g, globals[i][0], { __proto__: null, value: globals[i][1], writable: true, configurable: true, enumerable: globals[i][2] === true });
+    }
+  }
+
+  defineGlobals();
   dsh.seal = seal;
 })(globalThis);

@@ -79,6 +79,8 @@ struct Protocol {
   digests: std::collections::BTreeMap<&'static str, u32>,
   /// Each algorithm's digest size in bytes.
   digest_bytes: std::collections::BTreeMap<&'static str, u32>,
+  /// `op_dsh_lazy_source`'s modules, by number.
+  lazy_sources: std::collections::BTreeMap<&'static str, u32>,
 }
 
 fn numbered(names: &[&'static str]) -> std::collections::BTreeMap<&'static str, u32> {
@@ -95,6 +97,7 @@ fn op_dsh_protocol() -> Protocol {
     url_setters: numbered(&URL_SETTERS),
     digests: numbered(&DIGESTS),
     digest_bytes: DIGESTS.iter().map(|name| (*name, digest(name, &[]).map_or(0, |bytes| bytes.len() as u32))).collect(),
+    lazy_sources: numbered(&LAZY_SOURCES.map(|(name, _)| name)),
   }
 }
 
@@ -193,7 +196,7 @@ fn op_dsh_now(state: &mut OpState) -> Result<f64, JsErrorBox> {
 }
 
 /// After a built-in that holds memory outside the allocator's view
-/// (js/10_memory_caps.js): is the program still within its cap? Outside a
+/// (js/11_memory_caps.js): is the program still within its cap? Outside a
 /// run there is nothing to check.
 ///
 /// Not a fast call: the check may collect garbage, which V8's fast API
@@ -206,7 +209,7 @@ fn op_dsh_memory_check(state: &mut OpState, scope: &mut v8::PinScope, v8_buffers
   }
 }
 
-/// Charges that last as long as an object does (js/10_memory_caps.js: a
+/// Charges that last as long as an object does (js/11_memory_caps.js: a
 /// growable SharedArrayBuffer's maximum, an Intl object's memory that
 /// ICU's allocator does not see), each given back when its object is
 /// collected. Each object is the only holder of what it was charged for:
@@ -253,7 +256,7 @@ fn op_dsh_charge_until_collected(
 }
 
 /// Before `JSON.parse` of a long text: whether the native memory its
-/// nesting will take fits the program's cap (js/10_memory_caps.js).
+/// nesting will take fits the program's cap (js/11_memory_caps.js).
 ///
 /// V8's JSON parser keeps a continuation per open array or object on a
 /// native stack, ~85 bytes each (measured: 5 million levels, 426 MiB),
@@ -335,20 +338,33 @@ fn op_dsh_latin1_write(scope: &mut v8::PinScope, text: v8::Local<v8::String>, #[
   text.length().min(buffer.len()) as u32
 }
 
-/// The `buffer` package, bundled (scripts/vendor-buffer.mjs): a script whose
-/// completion value is the package's exports.
-static BUFFER_PACKAGE: &str = include_str!("../js/vendor/buffer_package.js");
+/// The sandbox's JS kept out of the snapshot, by name: each is compiled in
+/// an isolate only when a program first touches one of the globals it
+/// makes (js/14_lazy_globals.js says which). Few programs use them, and in
+/// the snapshot they would be deserialized into every isolate: more memory
+/// per waiting run and more time to prepare each isolate. The number
+/// `op_dsh_lazy_source` takes is the index here.
+const LAZY_SOURCES: [(&str, &str); 6] = [
+  // The `buffer` package, bundled (scripts/vendor-buffer.mjs): a script that
+  // leaves the package's exports in `bufferPackage`.
+  ("bufferPackage", include_str!("../js/vendor/buffer_package.js")),
+  ("buffer", include_str!("../js/lazy/buffer.js")),
+  ("crypto", include_str!("../js/lazy/crypto.js")),
+  ("events", include_str!("../js/lazy/events.js")),
+  ("navigator", include_str!("../js/lazy/navigator.js")),
+  ("performance", include_str!("../js/lazy/performance.js")),
+];
 
-/// Buffer: the package's source, for js/13_buffer.js to evaluate when a
-/// program first touches `Buffer` (not at snapshot time: see there why).
+/// The source of lazy module number `index` (see [`LAZY_SOURCES`]); empty
+/// for a number that names none.
 #[op2]
 #[string]
-fn op_dsh_buffer_package_source() -> &'static str {
-  BUFFER_PACKAGE
+fn op_dsh_lazy_source(index: u32) -> &'static str {
+  LAZY_SOURCES.get(index as usize).map_or("", |(_, source)| source)
 }
 
 /// crypto.subtle.digest's algorithms; the number `op_dsh_digest` takes is
-/// the index here (js/07_crypto.js reads both through `op_dsh_protocol`).
+/// the index here (js/lazy/crypto.js reads both through `op_dsh_protocol`).
 const DIGESTS: [&str; 4] = ["SHA-1", "SHA-256", "SHA-384", "SHA-512"];
 
 /// The digest of `data` by the algorithm named as in [`DIGESTS`].
@@ -514,7 +530,7 @@ deno_core::extension!(
     op_dsh_utf8_length,
     op_dsh_utf8_write,
     op_dsh_latin1_write,
-    op_dsh_buffer_package_source,
+    op_dsh_lazy_source,
     op_dsh_digest,
     op_dsh_protocol,
   ],
@@ -526,18 +542,15 @@ deno_core::extension!(
     "03_console.js",
     "04_timers.js",
     "05_dom_exception.js",
-    "05_encoding.js",
-    "06_url.js",
-    "07_crypto.js",
-    "08_process.js",
-    "09_builtin_proxies.js",
-    "10_memory_caps.js",
-    "11_interruptible.js",
-    "12_node_errors.js",
-    "13_buffer.js",
-    "14_performance.js",
-    "15_events.js",
-    "16_navigator.js",
+    "06_encoding.js",
+    "07_url.js",
+    "08_structured_clone.js",
+    "09_process.js",
+    "10_builtin_proxies.js",
+    "11_memory_caps.js",
+    "12_interruptible.js",
+    "13_node_errors.js",
+    "14_lazy_globals.js",
     "99_bootstrap.js",
   ],
   // Built-in ops a program has no business reaching, disabled even though

@@ -1,7 +1,7 @@
 // Copyright the dsh-code-runtime-v8 authors. MIT license.
 // Replacing a built-in by a proxy that stands for it, without the program
-// being able to tell: 10_memory_caps.js checks memory after some built-ins,
-// 11_interruptible.js gives others a stack check per call.
+// being able to tell: 11_memory_caps.js checks memory after some built-ins,
+// 12_interruptible.js gives others a stack check per call.
 //
 // A proxy keeps its built-in's name, length, prototype, own properties,
 // `instanceof` and the errors of a wrong call. What would give it away is
@@ -47,7 +47,7 @@
   /**
    * Call `owner[key]` through a proxy that does nothing but call it: its
    * trap, a JavaScript function, starts with a stack check
-   * (11_interruptible.js).
+   * (12_interruptible.js).
    */
   dsh.passThrough = (owner, key) => wrapCalls(owner, key, (target, receiver, args) => ReflectApply(target, receiver, args));
 })(globalThis);

@@ -239,8 +239,9 @@
   const define = (name, value) => p.ArrayPrototypePush(dsh.webGlobals, [name, value]);
   define("TextEncoder", TextEncoder);
   define("TextDecoder", TextDecoder);
-  define("btoa", btoa);
-  define("atob", atob);
+  // Enumerable, as Node's are.
+  p.ArrayPrototypePush(dsh.webGlobals, ["btoa", btoa, true]);
+  p.ArrayPrototypePush(dsh.webGlobals, ["atob", atob, true]);
   dsh.utf8Encode = utf8Encode;
   dsh.TextDecoder = TextDecoder;
 })(globalThis);

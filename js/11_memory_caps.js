@@ -22,7 +22,7 @@
 // worth of memory, where an interrupt can come thousands of loop
 // iterations late in interpreted code.
 //
-// Each built-in is replaced by a proxy (09_builtin_proxies.js): the
+// Each built-in is replaced by a proxy (10_builtin_proxies.js): the
 // constructors keep subclassing through `new.target` and the TypeError of
 // a call without `new`.
 "use strict";
@@ -50,7 +50,7 @@
   }
   const checkedBuffers = checkedAfter(true);
   const checkedIcu = checkedAfter(false);
-  // structuredClone (07_crypto.js) clones resizable buffers, which V8
+  // structuredClone (lazy/crypto.js) clones resizable buffers, which V8
   // commits outside the allocator.
   dsh.checkedBuffers = checkedBuffers;
 

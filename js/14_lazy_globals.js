@@ -1,0 +1,75 @@
+// Copyright the dsh-code-runtime-v8 authors. MIT license.
+// The globals whose code is kept out of the snapshot: Buffer, crypto,
+// the events and AbortSignal family, navigator and performance. Their
+// modules (js/lazy/*.js, embedded in the addon: src/sandbox_ext.rs,
+// LAZY_SOURCES) are compiled in an isolate the first time its program
+// touches one of their globals: each is an accessor on the global (made
+// here, so it is in the snapshot) that replaces itself by the value. In the snapshot, their classes would be
+// deserialized into every isolate, used or not: memory every waiting run
+// holds, and time to prepare every isolate.
+//
+// A lazy module is the body of a function of `dsh` and `load` that
+// returns its globals, `{ __proto__: null, Name: value, ... }`; `load(name)`
+// gives another module's. It runs after the program has started, so it
+// may have tampered with any global and any built-in prototype: a module's
+// top level, like every method of the sandbox's, reaches built-ins only
+// through `dsh.primordials`, and iterates with indices, not iterators.
+"use strict";
+
+((globalThis) => {
+  const dsh = globalThis.__dsh;
+  const { primordials: p, ops, protocol } = dsh;
+  // Captured now: Function may be replaced by the program before a
+  // module loads, and Deno is removed from the global by seal().
+  const { Function, ObjectDefineProperty, ObjectHasOwn, ObjectKeys } = p;
+  dsh.core = globalThis.Deno.core;
+
+  // Module -> [global name, enumerable (as Node's own global is)].
+  const GLOBALS = {
+    __proto__: null,
+    buffer: [["Buffer", false]],
+    crypto: [["crypto", true], ["Crypto", false], ["SubtleCrypto", false]],
+    events: [["Event", false], ["CustomEvent", false], ["EventTarget", false], ["AbortSignal", false], ["AbortController", false]],
+    navigator: [["navigator", true], ["Navigator", false]],
+    performance: [["performance", true], ["Performance", false], ["PerformanceEntry", false], ["PerformanceMark", false], ["PerformanceMeasure", false]],
+  };
+
+  // Each source's number for op_dsh_lazy_source, copied out of the
+  // protocol's checked table (a name Rust does not embed fails the build).
+  const SOURCES = { __proto__: null };
+  for (const name of ["bufferPackage", ...ObjectKeys(GLOBALS)]) SOURCES[name] = protocol.lazySources[name];
+  /** The text of lazy source `name` (js/lazy/<name>.js, or the vendored buffer package). */
+  dsh.lazySource = (name) => ops.op_dsh_lazy_source(SOURCES[name]);
+
+  const loaded = { __proto__: null };
+  /** Module `name`'s globals, evaluating it on first use. */
+  function load(name) {
+    let globals = loaded[name];
+    if (globals === undefined) {
+      const body = new Function("dsh", "load", dsh.lazySource(name));
+      globals = body(dsh, load);
+      loaded[name] = globals;
+    }
+    return globals;
+  }
+
+  // Defined now, not by seal(): it would cost every isolate a loop that
+  // makes two closures per global (enough to make V8 compile the loop with
+  // Sparkplug in every isolate).
+  for (const module in GLOBALS) {
+    const names = GLOBALS[module];
+    for (let i = 0; i < names.length; i++) {
+      const [name, enumerable] = names[i];
+      const settle = (value) => {
+        ObjectDefineProperty(globalThis, name, { __proto__: null, value, writable: true, configurable: true, enumerable });
+        return value;
+      };
+      const make = () => {
+        const globals = load(module);
+        if (!ObjectHasOwn(globals, name)) throw new p.Error(`js/lazy/${module}.js does not make ${name}`);
+        return globals[name];
+      };
+      ObjectDefineProperty(globalThis, name, { __proto__: null, get: () => settle(make()), set: settle, configurable: true, enumerable });
+    }
+  }
+})(globalThis);

@@ -1,0 +1,343 @@
+// Copyright the dsh-code-runtime-v8 authors. MIT license.
+// The global Buffer: the `buffer` package (js/vendor/buffer_package.js,
+// Node's API written for browsers), made to behave as Node's where the two
+// differ:
+// - the `base64url` encoding, which the package predates (decoding is the
+//   package's base64 decoder, which already reads `-` and `_`);
+// - console rendering, as Node's `<Buffer 68 69 ... 3 more bytes>`;
+// - the errors of bad arguments and out-of-range reads and writes, as
+//   Node's (the same class, `code` and message: 13_node_errors.js).
+// A Buffer is a Uint8Array, so its memory is the capped allocator's like
+// any typed array's. A lazy module (14_lazy_globals.js): the package's
+// ~100 functions stay out of every isolate that never touches Buffer.
+"use strict";
+
+const { primordials: p } = dsh;
+const { ReflectApply, StringPrototypeToLowerCase, ObjectDefineProperty, NumberIsInteger, MathMin } = p;
+// V8's own UTF-8 decoder (String::NewFromUtf8), as Node's toString uses:
+// one U+FFFD per maximal invalid subsequence, where the package's decoder
+// differs. It drops a leading BOM, which Node keeps.
+const decodeUtf8 = dsh.core.decode;
+const isAnyArrayBuffer = dsh.core.isAnyArrayBuffer;
+// Captured before the seal: a program may replace the global Function
+// before its first use of Buffer.
+const { Function } = p;
+const { nodeMajor } = dsh.host;
+
+/** Evaluates the package (js/vendor/buffer_package.js) and adapts it. */
+function makeBuffer() {
+  const { Buffer, INSPECT_MAX_BYTES } = new Function(`${dsh.lazySource("bufferPackage")}\nreturn bufferPackage;`)();
+  // The bundler renamed the package's function (`Buffer2`): Node's is `Buffer`.
+  ObjectDefineProperty(Buffer, "name", { __proto__: null, value: "Buffer", configurable: true });
+  const isUint8Array = (value) => p.ArrayBufferIsView(value) && p.TypedArrayPrototypeGetSymbolToStringTag(value) === "Uint8Array";
+  const errors = dsh.nodeErrors;
+
+  const lower = (encoding) => (typeof encoding === "string" ? StringPrototypeToLowerCase(encoding) : encoding);
+  const isBase64Url = (encoding) => lower(encoding) === "base64url";
+  const isUtf8 = (encoding) => encoding === undefined || lower(encoding) === "utf8" || lower(encoding) === "utf-8";
+  const isHex = (encoding) => lower(encoding) === "hex";
+  /** The encoding to hand the package: base64url decodes as base64. */
+  const decoding = (encoding) => (isBase64Url(encoding) ? "base64" : encoding);
+
+  /** Node decodes hex up to the first pair that is not two hex digits. */
+  function hexPrefix(string) {
+    let end = 0;
+    while (end + 1 < string.length && p.RegExpPrototypeExec(/^[0-9a-fA-F]{2}$/, p.StringPrototypeSlice(string, end, end + 2)) !== null) end += 2;
+    return p.StringPrototypeSlice(string, 0, end);
+  }
+
+  /**
+   * Replace `owner[name]` by `make(original)`, keeping name and length. The
+   * package lacks some of Node's lower-case aliases (`readBigUint64LE`):
+   * those are made from the method they stand for (`readBigUInt64LE`).
+   */
+  function patch(owner, name, make) {
+    const original = typeof owner[name] === "function" ? owner[name] : owner[name.replace("Uint", "UInt")];
+    const replacement = make(original);
+    ObjectDefineProperty(replacement, "name", { __proto__: null, value: original.name, configurable: true });
+    ObjectDefineProperty(replacement, "length", { __proto__: null, value: original.length, configurable: true });
+    ObjectDefineProperty(owner, name, { __proto__: null, value: replacement, writable: true, enumerable: false, configurable: true });
+  }
+
+  // --- encodings -----------------------------------------------------------
+
+  patch(Buffer, "isEncoding", (isEncoding) => function (encoding) {
+    return isBase64Url(encoding) || ReflectApply(isEncoding, this, [encoding]);
+  });
+
+  function checkEncoding(encoding) {
+    if (encoding !== undefined && encoding !== null && encoding !== "" && !Buffer.isEncoding(encoding)) {
+      throw errors.unknownEncoding(encoding);
+    }
+  }
+
+  const ops = dsh.ops;
+  const isLatin1 = (encoding) => {
+    const name = lower(encoding);
+    return name === "latin1" || name === "binary" || name === "ascii";
+  };
+
+  // Strings become bytes in native code, straight into the Buffer: the
+  // package builds a JS array of the bytes first (8 heap bytes per byte).
+  patch(Buffer, "from", (from) => function (value, encodingOrOffset, length) {
+    if (typeof value === "string") {
+      // As Node: an encoding that is not a non-empty string means UTF-8.
+      if (typeof encodingOrOffset !== "string" || encodingOrOffset === "" || isUtf8(encodingOrOffset)) {
+        const bytes = Buffer.allocUnsafe(ops.op_dsh_utf8_length(value));
+        ops.op_dsh_utf8_write(value, bytes);
+        return bytes;
+      }
+      if (isLatin1(encodingOrOffset)) {
+        const bytes = Buffer.allocUnsafe(value.length);
+        ops.op_dsh_latin1_write(value, bytes);
+        return bytes;
+      }
+      checkEncoding(encodingOrOffset);
+      if (isHex(encodingOrOffset)) value = hexPrefix(value);
+      return ReflectApply(from, this, [value, decoding(encodingOrOffset)]);
+    }
+    if (typeof value === "object" && value !== null || typeof value === "function") {
+      return ReflectApply(from, this, [value, encodingOrOffset, length]);
+    }
+    throw errors.invalidArgType("first argument", ["string", "Buffer", "ArrayBuffer", "Array", "Array-like Object"], value);
+  });
+
+  patch(Buffer, "byteLength", (byteLength) => function (string, encoding) {
+    if (typeof string !== "string" && !p.ArrayBufferIsView(string) && !isAnyArrayBuffer(string)) {
+      throw errors.invalidArgType("string", ["string", "Buffer", "ArrayBuffer"], string);
+    }
+    // As Node: no encoding, or one it does not know, counts UTF-8.
+    if (typeof string === "string" && (!encoding || isUtf8(encoding) || !Buffer.isEncoding(encoding))) return ops.op_dsh_utf8_length(string);
+    return ReflectApply(byteLength, this, [string, decoding(encoding)]);
+  });
+
+  patch(Buffer, "alloc", (alloc) => function (size, fill, encoding) {
+    if (typeof size !== "number") throw errors.invalidArgType("size", "number", size);
+    if (!(size >= 0 && size <= 2 ** 53 - 1)) throw errors.outOfRange("size", `>= 0 && <= ${9007199254740991}`, size);
+    return ReflectApply(alloc, this, [size, fill, decoding(encoding)]);
+  });
+
+  const proto = Buffer.prototype;
+
+  function utf8Slice(buffer, start, end) {
+    const bytes = new p.Uint8Array(p.TypedArrayPrototypeGetBuffer(buffer), p.TypedArrayPrototypeGetByteOffset(buffer) + start, end - start);
+    const bom = bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf;
+    try {
+      return (bom ? "\ufeff" : "") + decodeUtf8(bytes);
+    } catch {
+      throw errors.nodeError(p.Error, "ERR_STRING_TOO_LONG", "Cannot create a string longer than 0x1fffffe8 characters");
+    }
+  }
+
+  // Node's toString: the range first (an empty one is "" whatever the
+  // encoding), then the encoding.
+  patch(proto, "toString", (toString) => function (encoding, start, end) {
+    const length = this.length;
+    if (arguments.length === 0) return utf8Slice(this, 0, length);
+    if (start <= 0) start = 0;
+    else if (start >= length) return "";
+    else start = p.MathTrunc(start) || 0;
+    if (end === undefined || end > length) end = length;
+    else end = p.MathTrunc(end) || 0;
+    if (end <= start) return "";
+    if (isUtf8(encoding)) return utf8Slice(this, start, end);
+    checkEncoding(encoding);
+    if (!isBase64Url(encoding)) return ReflectApply(toString, this, [encoding, start, end]);
+    const base64 = ReflectApply(toString, this, ["base64", start, end]);
+    return p.StringReplaceAllLiteral(p.StringReplaceAllLiteral(p.StringReplaceAllLiteral(base64, "+", "-"), "/", "_"), "=", "");
+  });
+
+  patch(proto, "write", (write) => function (string, offset, length, encoding) {
+    let args;
+    if (typeof offset === "string") args = [string, decoding(offset)];
+    else if (typeof length === "string") args = [string, offset, decoding(length)];
+    else args = [string, offset, length, decoding(encoding)];
+    if (isHex(args[args.length - 1]) && typeof string === "string") args[0] = hexPrefix(string);
+    return ReflectApply(write, this, args);
+  });
+
+  patch(proto, "equals", () => function (otherBuffer) {
+    if (!isUint8Array(otherBuffer)) throw errors.invalidArgType("otherBuffer", ["Buffer", "Uint8Array"], otherBuffer);
+    if (this === otherBuffer) return true;
+    if (this.length !== otherBuffer.length) return false;
+    for (let i = 0; i < this.length; i++) if (this[i] !== otherBuffer[i]) return false;
+    return true;
+  });
+
+  patch(proto, "compare", (compare) => function (target, targetStart, targetEnd, sourceStart, sourceEnd) {
+    if (!isUint8Array(target)) throw errors.invalidArgType("target", ["Buffer", "Uint8Array"], target);
+    return ReflectApply(compare, this, [target, targetStart, targetEnd, sourceStart, sourceEnd]);
+  });
+
+  patch(Buffer, "compare", (compare) => function (buf1, buf2) {
+    if (!isUint8Array(buf1)) throw errors.invalidArgType("buf1", ["Buffer", "Uint8Array"], buf1);
+    if (!isUint8Array(buf2)) throw errors.invalidArgType("buf2", ["Buffer", "Uint8Array"], buf2);
+    return ReflectApply(compare, this, [buf1, buf2]);
+  });
+
+  patch(Buffer, "concat", (concat) => function (list, length) {
+    if (!p.ArrayIsArray(list)) throw errors.invalidArgType("list", "Array", list);
+    for (let i = 0; i < list.length; i++) {
+      if (!isUint8Array(list[i])) throw errors.invalidArgType(`list[${i}]`, ["Buffer", "Uint8Array"], list[i]);
+    }
+    return ReflectApply(concat, this, [list, length]);
+  });
+
+  for (const [name, bits] of [["swap16", 16], ["swap32", 32], ["swap64", 64]]) {
+    patch(proto, name, (swap) => function () {
+      if (this.length % (bits / 8) !== 0) {
+        throw errors.nodeError(p.RangeError, "ERR_INVALID_BUFFER_SIZE", `Buffer size must be a multiple of ${bits}-bits`);
+      }
+      return ReflectApply(swap, this, []);
+    });
+  }
+
+  patch(proto, "fill", (fill) => function (value, offset, end, encoding) {
+    const args = [value, offset, end, encoding];
+    for (let i = 1; i < 4; i++) if (isBase64Url(args[i])) args[i] = "base64";
+    return ReflectApply(fill, this, args);
+  });
+
+  /** Node's answer for an empty needle (src/node_buffer.cc, IndexOfOffset). */
+  function emptyNeedleAt(length, byteOffset, forward) {
+    if (typeof byteOffset === "string") byteOffset = undefined;
+    byteOffset = +byteOffset;
+    if (p.NumberIsNaN(byteOffset)) byteOffset = forward ? 0 : length;
+    byteOffset = p.MathTrunc(byteOffset);
+    if (byteOffset < 0) return byteOffset + length >= 0 ? length + byteOffset : 0;
+    return byteOffset <= length ? byteOffset : length;
+  }
+
+  for (const [name, forward] of [["indexOf", true], ["lastIndexOf", false], ["includes", true]]) {
+    patch(proto, name, (method) => function (value, byteOffset, encoding) {
+      if ((typeof value === "string" || isUint8Array(value)) && value.length === 0) {
+        const at = emptyNeedleAt(this.length, byteOffset, forward);
+        return name === "includes" ? at !== -1 : at;
+      }
+      const args = [value, byteOffset, encoding];
+      for (let i = 1; i < 3; i++) if (isBase64Url(args[i])) args[i] = "base64";
+      return ReflectApply(method, this, args);
+    });
+  }
+
+  // --- reads and writes: Node's argument checks, before the package's ------
+  // (lib/internal/buffer.js: the order of the checks decides which error a
+  // bad call gets, so it is Node's order.)
+
+  /** Node's checkBounds: `size` bytes at `offset`. */
+  function checkBounds(buffer, offset, size) {
+    errors.validateNumber(offset, "offset");
+    if (!NumberIsInteger(offset) || offset < 0 || offset + size > buffer.length) {
+      throw errors.bounds(offset, buffer.length - size);
+    }
+  }
+
+  /** The values an integer write of `size` bytes takes, and Node's words for them. */
+  function intRange(signed, size, bigint) {
+    const n = bigint ? "n" : "";
+    const bits = size * 8;
+    const min = signed ? -(2 ** (bits - 1)) : 0;
+    const max = signed ? 2 ** (bits - 1) - 1 : 2 ** bits - 1;
+    let text;
+    if (size > 4) {
+      text = signed ? `>= -(2${n} ** ${bits - 1}${n}) and < 2${n} ** ${bits - 1}${n}` : `>= 0${n} and < 2${n} ** ${bits}${n}`;
+    } else {
+      text = `>= ${min}${n} and <= ${max}${n}`;
+    }
+    if (bigint) return { min: signed ? -(2n ** 63n) : 0n, max: signed ? 2n ** 63n - 1n : 2n ** 64n - 1n, text };
+    return { min, max, text };
+  }
+
+  /** Node's checks of an integer write; returns the value to write. */
+  function checkIntWrite(buffer, value, offset, size, range, bigint) {
+    if (!bigint) value = +value;
+    if (size === 1) errors.validateNumber(offset, "offset");
+    if (value > range.max || value < range.min) throw errors.outOfRange("value", range.text, value);
+    checkBounds(buffer, offset, size);
+    return value;
+  }
+
+  const READS = [
+    // [method suffixes, bytes, signed, bigint, float]
+    [["UInt8", "Uint8"], 1, false], [["Int8"], 1, true],
+    [["UInt16LE", "UInt16BE", "Uint16LE", "Uint16BE"], 2, false], [["Int16LE", "Int16BE"], 2, true],
+    [["UInt32LE", "UInt32BE", "Uint32LE", "Uint32BE"], 4, false], [["Int32LE", "Int32BE"], 4, true],
+    [["BigUInt64LE", "BigUInt64BE", "BigUint64LE", "BigUint64BE"], 8, false, true], [["BigInt64LE", "BigInt64BE"], 8, true, true],
+    [["FloatLE", "FloatBE"], 4, false, false, true], [["DoubleLE", "DoubleBE"], 8, false, false, true],
+  ];
+  for (let i = 0; i < READS.length; i++) {
+    const [suffixes, size, signed, bigint, float] = READS[i];
+    const range = float ? undefined : intRange(signed, size, bigint);
+    for (let j = 0; j < suffixes.length; j++) {
+      patch(proto, `read${suffixes[j]}`, (read) => function (offset = 0) {
+        checkBounds(this, offset, size);
+        return ReflectApply(read, this, [offset]);
+      });
+      patch(proto, `write${suffixes[j]}`, (write) => function (value, offset = 0) {
+        if (float) {
+          value = +value;
+          checkBounds(this, offset, size);
+        } else {
+          value = checkIntWrite(this, value, offset, size, range, bigint);
+        }
+        return ReflectApply(write, this, [value, offset]);
+      });
+    }
+  }
+
+  /** Node's check of readUIntLE's and friends' `byteLength` (1 to 6). */
+  function checkByteLength(byteLength) {
+    if (!(byteLength >= 1 && byteLength <= 6 && NumberIsInteger(byteLength))) throw errors.bounds(byteLength, 6, "byteLength");
+  }
+
+  for (const [suffix, signed] of [["UIntLE", false], ["UIntBE", false], ["UintLE", false], ["UintBE", false], ["IntLE", true], ["IntBE", true]]) {
+    patch(proto, `read${suffix}`, (read) => function (offset, byteLength) {
+      if (offset === undefined) throw errors.invalidArgType("offset", "number", offset);
+      checkByteLength(byteLength);
+      checkBounds(this, offset, byteLength);
+      return ReflectApply(read, this, [offset, byteLength]);
+    });
+    patch(proto, `write${suffix}`, (write) => function (value, offset, byteLength) {
+      checkByteLength(byteLength);
+      value = checkIntWrite(this, value, offset, byteLength, intRange(signed, byteLength, false), false);
+      return ReflectApply(write, this, [value, offset, byteLength]);
+    });
+  }
+
+  // --- console rendering, as Node's Buffer.prototype[inspect.custom] -------
+
+  const customInspect = p.SymbolFor("nodejs.util.inspect.custom");
+  ObjectDefineProperty(proto, customInspect, {
+    __proto__: null,
+    writable: true,
+    configurable: true,
+    enumerable: false,
+    value: function inspect(recurseTimes, ctx) {
+      const max = INSPECT_MAX_BYTES;
+      const shown = MathMin(max, this.length);
+      const remaining = this.length - max;
+      let str = "";
+      for (let i = 0; i < shown; i++) {
+        str += (i === 0 ? "" : " ") + p.StringPrototypePadStart(p.NumberPrototypeToString(this[i], 16), 2, "0");
+      }
+      if (remaining > 0) str += ` ... ${remaining} more byte${remaining > 1 ? "s" : ""}`;
+      if (ctx) {
+        const keys = dsh.ownNonIndexKeys(this);
+        if (keys.length !== 0) {
+          const extras = { __proto__: null };
+          for (let i = 0; i < keys.length; i++) extras[keys[i]] = this[keys[i]];
+          if (this.length !== 0) str += ", ";
+          str += p.StringPrototypeSlice(dsh.inspect(extras, { __proto__: null, ...ctx, breakLength: Infinity, compact: true }), 27, -2);
+        }
+      }
+      return `<${this.constructor.name} ${str}>`;
+    },
+  });
+
+  // Node 24 raised the pool from 8 KiB to 64 KiB. Nothing is pooled here;
+  // the number is what a program reads.
+  Buffer.poolSize = nodeMajor >= 24 ? 64 * 1024 : 8 * 1024;
+  return Buffer;
+}
+
+return { __proto__: null, Buffer: makeBuffer() };

@@ -1,0 +1,176 @@
+// Copyright the dsh-code-runtime-v8 authors. MIT license.
+// performance, as Node's: now() and timeOrigin on the run's own clock
+// (op_dsh_now counts from the run's start), and the user timing API
+// (mark, measure, their entries and clears) with Node's entry classes and
+// console rendering. Node's observers, resource timing and event-loop
+// figures describe a process the program does not have, so they are absent.
+// A lazy module (14_lazy_globals.js).
+"use strict";
+
+const { primordials: p, ops } = dsh;
+const errors = dsh.nodeErrors;
+const customInspect = p.SymbolFor("nodejs.util.inspect.custom");
+
+const now = () => ops.op_dsh_now();
+
+const { internalKey: INTERNAL, checkConstructorKey } = dsh;
+
+class PerformanceEntry {
+  #name;
+  #type;
+  #start;
+  #duration;
+  constructor(key = undefined, name = undefined, type = undefined, start = 0, duration = 0) {
+    checkConstructorKey(key);
+    this.#name = name;
+    this.#type = type;
+    this.#start = start;
+    this.#duration = duration;
+  }
+  get name() {
+    return this.#name;
+  }
+  get entryType() {
+    return this.#type;
+  }
+  get startTime() {
+    return this.#start;
+  }
+  get duration() {
+    return this.#duration;
+  }
+  toJSON() {
+    return { name: this.#name, entryType: this.#type, startTime: this.#start, duration: this.#duration };
+  }
+  [customInspect](depth, options) {
+    if (depth < 0) return this;
+    const inner = { __proto__: null, ...options, depth: options.depth == null ? null : options.depth - 1 };
+    return `${this.constructor.name} ${dsh.inspect(this.toJSON(), inner)}`;
+  }
+}
+
+class PerformanceMark extends PerformanceEntry {
+  #detail;
+  constructor(name, options = undefined) {
+    if (arguments.length === 0) throw errors.nodeError(p.TypeError, "ERR_MISSING_ARGS", 'The "name" argument must be specified');
+    const start = options?.startTime ?? now();
+    if (typeof start !== "number") throw errors.invalidArgType("options.startTime", "number", start);
+    if (start < 0) throw errors.invalidArgType("options.startTime", "a positive number", start);
+    super(INTERNAL, `${name}`, "mark", start, 0);
+    const detail = options?.detail;
+    this.#detail = detail === undefined ? null : dsh.structuredClone(detail);
+  }
+  get detail() {
+    return this.#detail;
+  }
+  toJSON() {
+    return { ...super.toJSON(), detail: this.#detail };
+  }
+}
+
+class PerformanceMeasure extends PerformanceEntry {
+  #detail;
+  constructor(key, name, start, duration, detail) {
+    super(key, name, "measure", start, duration);
+    this.#detail = detail;
+  }
+  get detail() {
+    return this.#detail;
+  }
+  toJSON() {
+    return { ...super.toJSON(), detail: this.#detail };
+  }
+}
+
+// The run's entries, in the order made.
+const entries = [];
+let timeOrigin;
+
+function markTime(name) {
+  if (typeof name === "number") return name;
+  for (let i = entries.length - 1; i >= 0; i--) {
+    if (entries[i].entryType === "mark" && entries[i].name === name) return entries[i].startTime;
+  }
+  throw dsh.domException(`The "${name}" performance mark has not been set`, "SyntaxError", markTime);
+}
+
+function filtered(name, type) {
+  const out = [];
+  for (let i = 0; i < entries.length; i++) {
+    if ((name === undefined || entries[i].name === name) && (type === undefined || entries[i].entryType === type)) p.ArrayPrototypePush(out, entries[i]);
+  }
+  return p.ArrayPrototypeSort(out, (a, b) => a.startTime - b.startTime);
+}
+
+function clear(type, name) {
+  for (let i = entries.length - 1; i >= 0; i--) {
+    if (entries[i].entryType === type && (name === undefined || entries[i].name === `${name}`)) p.ArrayPrototypeSplice(entries, i, 1);
+  }
+}
+
+class Performance {
+  constructor(key = undefined) {
+    checkConstructorKey(key);
+  }
+  now() {
+    return now();
+  }
+  get timeOrigin() {
+    // Fixed at its first read in the run: the epoch time of the run's start.
+    if (timeOrigin === undefined) timeOrigin = p.DateNow() - now();
+    return timeOrigin;
+  }
+  mark(name, options = undefined) {
+    const mark = new PerformanceMark(...(arguments.length === 0 ? [] : [name, options]));
+    p.ArrayPrototypePush(entries, mark);
+    return mark;
+  }
+  measure(name, startOrOptions = undefined, endMark = undefined) {
+    if (arguments.length === 0) throw errors.nodeError(p.TypeError, "ERR_MISSING_ARGS", 'The "name" argument must be specified');
+    let start;
+    let end;
+    let detail = null;
+    if (startOrOptions !== null && typeof startOrOptions === "object") {
+      if (startOrOptions.start !== undefined) start = markTime(startOrOptions.start);
+      if (startOrOptions.end !== undefined) end = markTime(startOrOptions.end);
+      if (startOrOptions.duration !== undefined) {
+        if (start === undefined && end !== undefined) start = end - startOrOptions.duration;
+        else end = (start ?? 0) + startOrOptions.duration;
+      }
+      if (startOrOptions.detail !== undefined) detail = dsh.structuredClone(startOrOptions.detail);
+    } else if (startOrOptions !== undefined) {
+      start = markTime(startOrOptions);
+    }
+    if (endMark !== undefined) end = markTime(endMark);
+    start ??= 0;
+    end ??= now();
+    const measure = new PerformanceMeasure(INTERNAL, `${name}`, start, end - start, detail);
+    p.ArrayPrototypePush(entries, measure);
+    return measure;
+  }
+  getEntries() {
+    return filtered(undefined, undefined);
+  }
+  getEntriesByName(name, type = undefined) {
+    return filtered(`${name}`, type === undefined ? undefined : `${type}`);
+  }
+  getEntriesByType(type) {
+    return filtered(undefined, `${type}`);
+  }
+  clearMarks(name = undefined) {
+    clear("mark", name);
+  }
+  clearMeasures(name = undefined) {
+    clear("measure", name);
+  }
+  toJSON() {
+    return { timeOrigin: this.timeOrigin };
+  }
+}
+
+dsh.setToStringTag(PerformanceEntry);
+dsh.setToStringTag(PerformanceMark);
+dsh.setToStringTag(PerformanceMeasure);
+dsh.setToStringTag(Performance);
+
+return { __proto__: null, performance: new Performance(INTERNAL), Performance, PerformanceEntry, PerformanceMark, PerformanceMeasure };
