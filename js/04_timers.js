@@ -16,6 +16,10 @@
   // first turn, which reports them, could otherwise come after a short timer
   // is due (its thread descheduled for a few ms) and run it first. The run
   // turns the loop once with callbacks held, then releases them in order.
+  // Each held callback is [run, current]: it runs only if current() still
+  // says so when released, since an earlier one may have cleared or
+  // refreshed its timer (in Node, which runs them one by one, it then never
+  // runs).
   let held = null;
   dsh.holdTimerCallbacks = () => {
     held = [];
@@ -23,24 +27,30 @@
   dsh.releaseTimerCallbacks = () => {
     const callbacks = held;
     held = null;
-    for (let i = 0; i < callbacks.length; i++) callbacks[i]();
+    for (let i = 0; i < callbacks.length; i++) {
+      const entry = callbacks[i];
+      if (entry[1]()) entry[0]();
+    }
   };
+  const always = () => true;
+  /** Run `run` now, or when held callbacks are released if `current()` then. */
+  function deliver(run, current) {
+    if (held !== null) p.ArrayPrototypePush(held, [run, current]);
+    else run();
+  }
 
   // A throw inside a timer callback fails the run (docs/CONTRACT.md §8).
   function guarded(callback, args) {
-    const run = () => {
+    return () => {
       try {
         ReflectApply(callback, undefined, args);
       } catch (error) {
         dsh.reportFailure(error);
       }
     };
-    return () => {
-      if (held !== null) p.ArrayPrototypePush(held, run);
-      else run();
-    };
   }
 
+  // The pending timers by id, for clearTimeout(number) and its string.
   const timers = new p.Map();
   let nextTimerId = 1;
 
@@ -53,35 +63,71 @@
   class Timeout {
     #id;
     #refed = true;
-    constructor(id) {
-      this.#id = id;
+    #run;
+    #delay;
+    #repeat;
+    // deno_core's timer while armed (it marks a fired one-shot _destroyed).
+    #timer = undefined;
+    #cleared = false;
+    // Bumped by refresh and clear: a callback that fell due before either,
+    // but was held (see `held`), no longer runs.
+    #changes = 0;
+    constructor(run, delay, repeat) {
+      this.#id = nextTimerId++;
+      this.#run = run;
+      this.#delay = delay;
+      this.#repeat = repeat;
+      this.#arm();
     }
-    static idOf(handle) {
-      return #id in handle ? handle.#id : undefined;
+    #arm() {
+      this.#timer = core.createTimer(() => this.#due(), this.#delay, undefined, this.#repeat, this.#refed, false);
+      p.MapPrototypeSet(timers, this.#id, this);
     }
-    /** Apply `action` to the core timer while it is pending; `this`. */
-    #pending(action) {
-      const timer = p.MapPrototypeGet(timers, this.#id);
-      if (timer !== undefined) action(timer);
-      return this;
+    #due() {
+      const changes = this.#changes;
+      deliver(() => {
+        // A one-shot leaves the pending ones when it runs.
+        if (!this.#repeat) p.MapPrototypeDelete(timers, this.#id);
+        this.#run();
+      }, () => this.#changes === changes);
+    }
+    #armed() {
+      return this.#timer !== undefined && !this.#timer._destroyed;
+    }
+    // Taken off the class below: Node's Timeout has no static members.
+    static clear(handle) {
+      if (!(#id in handle) || handle.#cleared) return;
+      handle.#cleared = true;
+      handle.#changes++;
+      p.MapPrototypeDelete(timers, handle.#id);
+      if (handle.#armed()) core.cancelTimer(handle.#timer);
     }
     ref() {
       this.#refed = true;
-      return this.#pending(core.refTimer);
+      if (this.#armed()) core.refTimer(this.#timer);
+      return this;
     }
     unref() {
       this.#refed = false;
-      return this.#pending(core.unrefTimer);
+      if (this.#armed()) core.unrefTimer(this.#timer);
+      return this;
     }
     hasRef() {
       return this.#refed;
     }
-    /** Restart a pending timer's delay from now (a fired or cleared one stays so). */
+    /**
+     * Restart the delay from now. As in Node, a one-shot that already fired
+     * is armed again; a cleared timer stays cleared.
+     */
     refresh() {
-      return this.#pending(core.refreshTimer);
+      if (this.#cleared) return this;
+      this.#changes++;
+      if (this.#armed()) core.refreshTimer(this.#timer);
+      else this.#arm();
+      return this;
     }
     close() {
-      clear(this.#id);
+      clearTimer(this);
       return this;
     }
     [p.SymbolToPrimitive]() {
@@ -89,37 +135,24 @@
     }
   }
 
+  const clearTimer = Timeout.clear;
+  delete Timeout.clear;
+
   function schedule(callback, delay, args, repeat) {
     if (typeof callback !== "function") {
       throw new p.TypeError('The "callback" argument must be of type function');
     }
-    const id = nextTimerId++;
     const ms = +delay;
-    const timer = core.createTimer(guarded(callback, args), ms >= 1 ? ms : 1, undefined, repeat, true, false);
-    if (!repeat) {
-      // One-shot timers forget themselves when they fire.
-      const fire = timer._onTimeout;
-      timer._onTimeout = () => {
-        p.MapPrototypeDelete(timers, id);
-        fire();
-      };
-    }
-    p.MapPrototypeSet(timers, id, timer);
-    return new Timeout(id);
+    return new Timeout(guarded(callback, args), ms >= 1 ? ms : 1, repeat);
   }
   /** Clear by Timeout or by its id (a number, or its string), as Node does. */
   function clear(handle) {
-    let id;
-    if (typeof handle === "number") id = handle;
-    else if (typeof handle === "string") id = +handle;
-    else if (handle !== null && typeof handle === "object") id = Timeout.idOf(handle);
-    const timer = p.MapPrototypeGet(timers, id);
-    if (timer === undefined) return;
-    p.MapPrototypeDelete(timers, id);
-    core.cancelTimer(timer);
+    if (typeof handle === "number" || typeof handle === "string") handle = p.MapPrototypeGet(timers, +handle);
+    if (handle !== null && typeof handle === "object") clearTimer(handle);
   }
   function queueTask(callback) {
-    core.createTimer(guarded(callback, []), 1, undefined, false, true, true);
+    const run = guarded(callback, []);
+    core.createTimer(() => deliver(run, always), 1, undefined, false, true, true);
   }
   dsh.queueTask = queueTask;
 
@@ -214,7 +247,7 @@
       // The first of a queue to run takes the queue with it.
       if (immediate === head) head = tail = null;
       spend(immediate);
-      run();
+      deliver(run, always);
     }, 0, undefined, false, true, false);
     p.WeakMapPrototypeSet(immediateTimers, immediate, timer);
     return immediate;
