@@ -22,7 +22,7 @@ export declare class NativeLogs {
    * Store the next entries at their own indices of `out` (entry `i` at
    * `out[i]`: the host sizes `out` once, up front; growing an array entry
    * by entry costs ~9x more at these sizes): at most `max` entries, and no
-   * more once [`LOG_UNITS_PER_FILL`] units were copied (at least one entry
+   * more once `LOG_UNITS_PER_FILL` UTF-16 units were copied (at least one entry
    * is always stored). Returns how many were stored.
    */
   fill(out: Array<string>, max: number): number
@@ -35,7 +35,8 @@ export declare class NativeLogs {
 export declare class NativeRuntime {
   /**
    * Start the runtime. `onCalls(ids, args)` receives each batch of host calls
-   * (layout: [`HostCallIds`]) and answers them through `reply()`.
+   * (layout: `HOST_CALL_IDS` numbers per call) and answers them through
+   * `reply()` (`REPLY_IDS` numbers per reply).
    */
   constructor(config: NativeConfig, onCalls: (ids: Uint32Array, args: string[]) => void)
   /**

@@ -210,8 +210,8 @@
    * (unhandled rejections and throws in timer callbacks fail the run).
    */
   let failure;
-  function install(descriptorJson) {
-    installBindings(JSONParse(descriptorJson));
+  function install(descriptor) {
+    installBindings(descriptor);
     dsh.holdTimerCallbacks();
     failure = SafePromiseWithResolvers();
     dsh.reportFailure = (error) => failure.reject(error);

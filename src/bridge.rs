@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::budget;
-use crate::control::lock;
+use crate::lock::lock;
 
 /// One call from a program to a host function.
 #[derive(Debug)]

@@ -71,8 +71,11 @@ impl RuntimeConfig {
         return Err(format!("config.{key} must be a positive number, got {value}"));
       }
     }
-    if self.max_output_bytes < u64::from(crate::MIN_OUTPUT_BYTES) {
-      return Err(format!("config.maxOutputBytes must be a safe integer of at least {}", crate::MIN_OUTPUT_BYTES));
+    if self.max_output_bytes < u64::from(crate::run_result::MIN_OUTPUT_BYTES) {
+      return Err(format!(
+        "config.maxOutputBytes must be a safe integer of at least {}",
+        crate::run_result::MIN_OUTPUT_BYTES
+      ));
     }
     let counts = [
       ("maxConcurrentRuns", self.max_concurrent_runs),

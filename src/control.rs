@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex};
 use deno_core::v8;
 use tokio::sync::Notify;
 
+use crate::lock::lock;
+
 /// Why a run was stopped from outside its program's normal completion.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopReason {
@@ -110,10 +112,4 @@ impl RunControl {
       notified.await;
     }
   }
-}
-
-/// Lock a mutex, recovering the data if a panicking thread poisoned it (the
-/// state guarded here stays consistent under any interleaving).
-pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-  mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

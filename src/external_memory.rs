@@ -32,7 +32,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use deno_core::v8;
 
-use crate::control::{lock, RunControl, StopReason};
+use crate::control::{RunControl, StopReason};
+use crate::lock::lock;
 
 /// Per-isolate accounting of memory held outside the V8 heap.
 pub struct ExternalMemory {

@@ -1,22 +1,29 @@
-//! `dsh-code-runtime-v8`: the napi surface. Deliberately thin: it converts
-//! between JS values and the Rust run lifecycle (see `run`, `scheduler`,
-//! `bridge`, `watchdog`, `ledger`, `transpile`) and owns nothing else.
+//! `dsh-code-runtime-v8`: the napi surface. `NativeRuntime` converts
+//! between JS values and the Rust run lifecycle (`run`, `scheduler`,
+//! `bridge`, `ledger`, `transpile`) and keeps the one piece of state that
+//! belongs to the surface: the live runs by id, which `abort()` and
+//! disposal stop. How host calls and results cross to JS is in
+//! `host_calls` and `run_result`.
 
 #![deny(clippy::unwrap_used)]
 // Unit tests may unwrap: a panic there is a failed test, not a crashed host.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod allocator;
+mod bindings_descriptor;
 mod bridge;
 mod budget;
 mod config;
 mod control;
 mod external_memory;
+mod host_calls;
 mod icu_memory;
 mod isolate;
 pub mod ledger;
+mod lock;
 mod platform;
 mod run;
+mod run_result;
 mod sandbox_ext;
 mod scheduler;
 pub mod transpile;
@@ -24,17 +31,21 @@ mod watchdog;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::*;
-use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 
+use crate::bindings_descriptor::BindingsDescriptor;
 use crate::bridge::Bridge;
 use crate::config::{HostFacts, RuntimeConfig};
-use crate::control::{lock, RunControl, StopReason};
-use crate::ledger::{Completion, FailureKind, Logs, Output, OutputLedger};
+use crate::control::{RunControl, StopReason};
+use crate::host_calls::{host_call_batch, HostCallIds, HostWake, REPLY_IDS};
+use crate::ledger::{FailureKind, OutputLedger};
+use crate::lock::lock;
 use crate::run::RunJob;
+use crate::run_result::{NativeRunResult, MIN_OUTPUT_BYTES};
 use crate::scheduler::{Outcomes, Scheduler, SchedulerStats, Submission};
 
 /// The runtime's caps (`V8CodeRuntimeConfig`), validated by the TypeScript
@@ -156,138 +167,6 @@ impl NativeStats {
   }
 }
 
-/// Numbers per host call in the `ids` that `onCalls(ids, args)` receives:
-/// run id, call id, namespace index, function index.
-#[napi]
-pub const HOST_CALL_IDS: u32 = 4;
-
-/// Numbers per reply in the `ids` that `reply(ids, texts)` takes: run id,
-/// call id, and 1 to resolve the call with its text or 0 to reject it.
-#[napi]
-pub const REPLY_IDS: u32 = 3;
-
-/// The smallest `maxOutputBytes`: the room for `[]` and an empty failure
-/// message's quotes.
-#[napi]
-pub const MIN_OUTPUT_BYTES: u32 = 4;
-
-/// The program-to-host calls of one wake-up, handed to `onCalls(ids, args)`:
-/// call `i` is `(ids[4i], ids[4i+1], ids[4i+2], ids[4i+3], args[i])` =
-/// (run id, call id, namespace index, function index, lossless JSON text of
-/// the argument). Columns, not one object per call: `Promise.all` over
-/// thousands of calls crosses in one call with two arguments. The ids are
-/// copied into a fresh ArrayBuffer: no finalizer, no reference to release.
-pub struct HostCallIds(Vec<u32>);
-
-impl ToNapiValue for HostCallIds {
-  // Unsafe only because the trait is; napi-rs calls it on the JS thread.
-  unsafe fn to_napi_value(raw_env: sys::napi_env, ids: Self) -> Result<sys::napi_value> {
-    let env = Env::from_raw(raw_env);
-    Ok(Uint32ArraySlice::copy_from(&env, &ids.0)?.raw())
-  }
-}
-
-fn host_call_batch(bridge: &Weak<Bridge>) -> FnArgs<(HostCallIds, Vec<String>)> {
-  let calls = bridge.upgrade().map(|bridge| bridge.drain()).unwrap_or_default();
-  let mut ids = Vec::with_capacity(calls.len() * HOST_CALL_IDS as usize);
-  let mut args = Vec::with_capacity(calls.len());
-  for call in calls {
-    ids.extend([call.run_id, call.call_id, call.namespace, call.function]);
-    args.push(call.args);
-  }
-  FnArgs::from((HostCallIds(ids), args))
-}
-
-/// A finished run. `valueJson` is present iff the run completed with a
-/// value; `errorKind`/`errorMessage` iff it failed.
-#[napi(object, object_from_js = false)]
-pub struct NativeRunResult {
-  pub logs: NativeLogs,
-  pub value_json: Option<String>,
-  pub error_kind: Option<String>,
-  pub error_message: Option<Utf16String>,
-}
-
-impl From<Output> for NativeRunResult {
-  fn from(output: Output) -> Self {
-    let logs = NativeLogs { logs: output.logs, next: 0 };
-    match output.completion {
-      Completion::NoValue => NativeRunResult { logs, value_json: None, error_kind: None, error_message: None },
-      Completion::Value(json) => {
-        NativeRunResult { logs, value_json: Some(json), error_kind: None, error_message: None }
-      }
-      Completion::Failure { kind, message } => NativeRunResult {
-        logs,
-        value_json: None,
-        error_kind: Some(kind.as_str().to_owned()),
-        error_message: Some(Utf16String::from(message)),
-      },
-    }
-  }
-}
-
-/// Text copied into JS strings per `fill` (8 MiB of UTF-16): a few ms.
-const LOG_UNITS_PER_FILL: usize = 4 << 20;
-
-/// A result's logs, still packed (see `ledger::Logs`), handed out in
-/// chunks: a runaway program within the default cap can leave ~22 million
-/// entries, and making them all into JS strings at once would hold the
-/// host's event loop for seconds. The host takes a chunk per turn.
-#[napi]
-pub struct NativeLogs {
-  logs: Logs,
-  /// Entries already taken.
-  next: usize,
-}
-
-#[napi]
-impl NativeLogs {
-  /// Entries not taken yet.
-  #[napi(getter)]
-  pub fn remaining(&self) -> u32 {
-    u32::try_from(self.logs.len() - self.next).unwrap_or(u32::MAX)
-  }
-
-  /// Store the next entries at their own indices of `out` (entry `i` at
-  /// `out[i]`: the host sizes `out` once, up front; growing an array entry
-  /// by entry costs ~9x more at these sizes): at most `max` entries, and no
-  /// more once [`LOG_UNITS_PER_FILL`] units were copied (at least one entry
-  /// is always stored). Returns how many were stored.
-  #[napi(ts_args_type = "out: Array<string>, max: number")]
-  pub fn fill(&mut self, env: &Env, mut out: Array, max: u32) -> Result<u32> {
-    let first = u32::try_from(self.next).map_err(|_| Error::from_reason("too many log entries"))?;
-    let mut stored = 0u32;
-    let mut units = 0usize;
-    for entry in self.logs.iter_from(self.next) {
-      if stored == max || (stored > 0 && units >= LOG_UNITS_PER_FILL) {
-        break;
-      }
-      out.set(first + stored, env.create_string_utf16(entry)?)?;
-      stored += 1;
-      units += entry.len();
-    }
-    self.next += stored as usize;
-    Ok(stored)
-  }
-}
-
-#[derive(serde::Deserialize)]
-struct BindingsDescriptor {
-  namespaces: Vec<NamespaceDescriptor>,
-}
-
-#[derive(serde::Deserialize)]
-struct NamespaceDescriptor {
-  functions: Vec<String>,
-}
-
-/// The host side of the bridge: a wake-up that hands the Node thread the
-/// queued calls (see [`host_call_batch`]). Weak (unref'd): pending runs keep
-/// Node alive through their own promises, an idle runtime does not. Its JS
-/// callback is ours (`HostCalls.receive`), never throws, and its return
-/// value is ignored.
-type HostWake = ThreadsafeFunction<(), Unknown<'static>, FnArgs<(HostCallIds, Vec<String>)>, Status, false, true>;
-
 struct Core {
   scheduler: Scheduler,
   bridge: Arc<Bridge>,
@@ -321,7 +200,8 @@ type Resolver<T> = Box<dyn FnOnce(Env) -> Result<T> + Send>;
 #[napi]
 impl NativeRuntime {
   /// Start the runtime. `onCalls(ids, args)` receives each batch of host calls
-  /// (layout: [`HostCallIds`]) and answers them through `reply()`.
+  /// (layout: `HOST_CALL_IDS` numbers per call) and answers them through
+  /// `reply()` (`REPLY_IDS` numbers per reply).
   #[napi(constructor)]
   pub fn new(
     env: Env,
@@ -383,15 +263,14 @@ impl NativeRuntime {
     if self.core.disposed.load(Ordering::SeqCst) {
       return Err(Error::new(Status::GenericFailure, "run() after disposal"));
     }
-    let descriptor: BindingsDescriptor = serde_json::from_str(&bindings_json)
-      .map_err(|error| Error::new(Status::InvalidArg, format!("invalid bindings descriptor: {error}")))?;
-    let function_counts = descriptor.namespaces.iter().map(|ns| ns.functions.len() as u32).collect();
+    let bindings =
+      BindingsDescriptor::parse(&bindings_json).map_err(|message| Error::new(Status::InvalidArg, message))?;
     let (deferred, promise) = env.create_deferred::<NativeRunResult, Resolver<NativeRunResult>>()?;
     let budget = self.core.scheduler.new_budget();
     lock(&self.core.live).insert(run_id, budget.control().clone());
     let core = Arc::downgrade(&self.core);
     let submission = Submission {
-      job: RunJob { run_id, program, bindings_json, function_counts, budget },
+      job: RunJob { run_id, program, bindings, budget },
       deliver: Box::new(move |output| {
         if let Some(core) = core.upgrade() {
           lock(&core.live).remove(&run_id);

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use deno_core::{v8, PollEventLoopOptions};
 
+use crate::bindings_descriptor::BindingsDescriptor;
 use crate::bridge::{Bridge, Mailbox};
 use crate::budget::RunBudget;
 use crate::config::RuntimeConfig;
@@ -25,10 +26,9 @@ use crate::transpile::{strip_types, PROGRAM_NAME};
 pub struct RunJob {
   pub run_id: u32,
   pub program: String,
-  /// The binding namespaces, as JSON for the isolate's driver.
-  pub bindings_json: String,
-  /// How many functions each namespace has (calls are checked against it).
-  pub function_counts: Vec<u32>,
+  /// The binding namespaces (calls are checked against their function
+  /// counts; the isolate's driver installs them).
+  pub bindings: BindingsDescriptor,
   /// Its budget, which holds its stop switch.
   pub budget: Arc<RunBudget>,
 }
@@ -231,7 +231,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
 
   let host = Rc::new(RunHost {
     run_id: job.run_id,
-    function_counts: job.function_counts.clone(),
+    function_counts: job.bindings.function_counts(),
     control: control.clone(),
     bridge: context.bridge.clone(),
     mailbox: context.bridge.open(job.run_id),
@@ -260,7 +260,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
   }
   let metering = job.budget.meter_this_thread();
 
-  let loop_error = match start_program(isolate, &code, &job.bindings_json) {
+  let loop_error = match start_program(isolate, &code, &job.bindings) {
     Err(message) => Some(message),
     Ok(promise) => {
       tokio::select! {
@@ -349,7 +349,7 @@ fn event_loop_failure(error: &deno_core::error::CoreError) -> String {
 fn start_program(
   isolate: &mut PreparedIsolate,
   code: &str,
-  bindings_json: &str,
+  bindings: &BindingsDescriptor,
 ) -> Result<v8::Global<v8::Value>, String> {
   let PreparedIsolate { runtime, install, watch, .. } = isolate;
   deno_core::scope!(scope, runtime);
@@ -366,8 +366,10 @@ fn start_program(
   };
   let undefined = v8::undefined(scope).into();
   let install = v8::Local::new(scope, &*install);
-  let descriptor = v8::String::new(scope, bindings_json).ok_or("the bindings are too large")?;
-  if install.call(scope, undefined, &[descriptor.into()]).is_none() {
+  let Ok(descriptor) = deno_core::serde_v8::to_v8(scope, bindings) else {
+    return Err("the bindings could not be handed to the isolate".to_owned());
+  };
+  if install.call(scope, undefined, &[descriptor]).is_none() {
     return Err(compile_error(scope));
   }
   // Called from here, not from JS: the program's stack has nothing beneath it.

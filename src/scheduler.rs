@@ -37,9 +37,10 @@ use std::time::{Duration, Instant};
 use crate::bridge::Bridge;
 use crate::budget::{self, Phase, PhaseObserver, RunBudget};
 use crate::config::RuntimeConfig;
-use crate::control::{lock, RunControl};
+use crate::control::RunControl;
 use crate::isolate::PreparedIsolate;
 use crate::ledger::{Completion, FailureKind, Output, OutputLedger};
+use crate::lock::lock;
 use crate::run::{execute, finish_stopped, RunContext, RunJob};
 use crate::watchdog::Watchdog;
 

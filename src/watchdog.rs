@@ -13,7 +13,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::budget::{Phase, RunBudget};
-use crate::control::{lock, StopReason};
+use crate::control::StopReason;
+use crate::lock::lock;
 
 #[derive(Default)]
 struct State {
