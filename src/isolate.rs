@@ -21,7 +21,8 @@ const MIB: f64 = 1024.0 * 1024.0;
 /// with the two driver functions of the bootstrap (js/99_bootstrap.js).
 pub struct PreparedIsolate {
   pub runtime: JsRuntime,
-  /// `install(bindingsJson)`: the program's globals, before it runs.
+  /// `install(bindings)`: the program's binding globals (the parsed
+  /// descriptor, see bindings_descriptor.rs), before it runs.
   pub install: v8::Global<v8::Function>,
   /// `watch(completion)`: settles the run; returns a promise.
   pub watch: v8::Global<v8::Function>,
