@@ -12,6 +12,20 @@ import { Worker } from 'node:worker_threads'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { mismatches, mount, type Mounted } from './helpers.js'
 
+/**
+ * What a fresh Node worker thread posts back from `source` (CommonJS, with
+ * `parentPort` in scope): a realm of Node's own, which a test may spoil.
+ */
+async function fromNodeWorker<T>(source: string): Promise<T> {
+  const worker = new Worker(`const { parentPort } = require('node:worker_threads');\n${source}`, { eval: true })
+  const [value] = (await new Promise((resolve, reject) => {
+    worker.once('message', (message) => resolve([message]))
+    worker.once('error', reject)
+  })) as [T]
+  await worker.terminate()
+  return value
+}
+
 const DESCRIBE = `function describe(value) {
   if (typeof value === 'bigint') return { bigint: String(value) }
   if (typeof value === 'number' && !Number.isFinite(value)) return { number: String(value) }
@@ -202,20 +216,11 @@ describe('globals made on first touch', () => {
   // Object.defineProperty as they are when it runs (README, "Buffer").
   const BUFFER = `return JSON.stringify([Array.from(Buffer.from('aGk=', 'base64')), Buffer.concat([Buffer.from('a'), Buffer.from('b')]).toString()])`
 
-  async function inNodeWorker(program: string): Promise<string> {
-    const worker = new Worker(
-      `const { parentPort } = require('node:worker_threads');
-       const AsyncFunction = (async () => {}).constructor;
+  const inNodeWorker = (program: string) =>
+    fromNodeWorker<string>(
+      `const AsyncFunction = (async () => {}).constructor;
        new AsyncFunction(${JSON.stringify(program)})().then((value) => parentPort.postMessage(value), (error) => parentPort.postMessage('threw: ' + error.message))`,
-      { eval: true },
     )
-    const [value] = (await new Promise((resolve, reject) => {
-      worker.once('message', (message) => resolve([message]))
-      worker.once('error', reject)
-    })) as [string]
-    await worker.terminate()
-    return value
-  }
 
   it.each([
     ['events, AbortSignal, performance, navigator and crypto', WORLD, /^\[1,/],
@@ -242,12 +247,7 @@ describe('the global surface', () => {
   const NEWER_ENGINE = ['AsyncDisposableStack', 'DisposableStack', 'Float16Array', 'SuppressedError']
 
   it("differs from a Node worker thread's only by the README's absent-on-purpose list", async () => {
-    const worker = new Worker("require('node:worker_threads').parentPort.postMessage(Object.getOwnPropertyNames(globalThis))", { eval: true })
-    const [names] = (await new Promise((resolve, reject) => {
-      worker.once('message', (message) => resolve([message]))
-      worker.once('error', reject)
-    })) as [string[]]
-    await worker.terminate()
+    const names = await fromNodeWorker<string[]>('parentPort.postMessage(Object.getOwnPropertyNames(globalThis))')
     // An eval'd worker also gets the CommonJS wrapper's names as globals;
     // a program (like a worker started from a file) has none of them. And
     // `gc` is there only because the suite runs Node with --expose-gc.
@@ -263,12 +263,7 @@ describe('the global surface', () => {
   })
 
   it("enumerates the same globals as a Node worker thread, but for the absent-on-purpose list", async () => {
-    const worker = new Worker("require('node:worker_threads').parentPort.postMessage(Object.keys(globalThis))", { eval: true })
-    const [names] = (await new Promise((resolve, reject) => {
-      worker.once('message', (message) => resolve([message]))
-      worker.once('error', reject)
-    })) as [string[]]
-    await worker.terminate()
+    const names = await fromNodeWorker<string[]>('parentPort.postMessage(Object.keys(globalThis))')
     const notGlobals = ['require', 'module', 'exports', '__filename', '__dirname', 'gc']
     const absent = absentOnPurpose()
     const nodeKeys = names.filter((name) => !notGlobals.includes(name) && !absent.includes(name)).sort()

@@ -4,16 +4,17 @@
 // modules (js/lazy/*.js, embedded in the addon: src/sandbox_ext.rs,
 // LAZY_SOURCES) are compiled in an isolate the first time its program
 // touches one of their globals: each is an accessor on the global (made
-// here, so it is in the snapshot) that replaces itself by the value. In the snapshot, their classes would be
-// deserialized into every isolate, used or not: memory every waiting run
-// holds, and time to prepare every isolate.
+// here, so it is in the snapshot) that replaces itself by the value. In
+// the snapshot, their classes would be deserialized into every isolate,
+// used or not: memory every waiting run holds, and time to prepare every
+// isolate.
 //
-// A lazy module is the body of a function of `dsh` and `load` that
-// returns its globals, `{ __proto__: null, Name: value, ... }`; `load(name)`
-// gives another module's. It runs after the program has started, so it
-// may have tampered with any global and any built-in prototype: a module's
-// top level, like every method of the sandbox's, reaches built-ins only
-// through `dsh.primordials`, and iterates with indices, not iterators.
+// A lazy module is the body of a function of `dsh` that returns its
+// globals, `{ __proto__: null, Name: value, ... }`. It runs after the
+// program has started, so the program may have tampered with any global
+// and any built-in prototype: a module's top level, like every method of
+// the sandbox's, reaches built-ins only through `dsh.primordials`, and
+// iterates with indices, not iterators.
 "use strict";
 
 ((globalThis) => {
@@ -46,8 +47,8 @@
   function load(name) {
     let globals = loaded[name];
     if (globals === undefined) {
-      const body = new Function("dsh", "load", dsh.lazySource(name));
-      globals = body(dsh, load);
+      const body = new Function("dsh", dsh.lazySource(name));
+      globals = body(dsh);
       loaded[name] = globals;
     }
     return globals;
