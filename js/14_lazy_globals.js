@@ -39,6 +39,11 @@
   // protocol's checked table (a name Rust does not embed fails the build).
   const SOURCES = { __proto__: null };
   for (const name of ["bufferPackage", ...ObjectKeys(GLOBALS)]) SOURCES[name] = protocol.lazySources[name];
+  // And the other way: a source Rust embeds that no global here makes
+  // would ship in every addon and never run.
+  for (const name of ObjectKeys(protocol.lazySources)) {
+    if (SOURCES[name] === undefined) throw new p.Error(`src/sandbox_ext.rs embeds lazy source ${name}, which js/14_lazy_globals.js never loads`);
+  }
   /** The text of lazy source `name` (js/lazy/<name>.js, or the vendored buffer package). */
   dsh.lazySource = (name) => ops.op_dsh_lazy_source(SOURCES[name]);
 
