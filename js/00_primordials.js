@@ -307,6 +307,13 @@
     setToStringTag(Class, tag = Class.name) {
       p.ObjectDefineProperty(Class.prototype, p.SymbolToStringTag, { __proto__: null, value: tag, configurable: true });
     },
+    // A global of the program's, shaped as Node's own are: writable,
+    // configurable, enumerable only where Node's is (world.test.ts compares
+    // Object.keys(globalThis) with Node's). Primordials for the same reason:
+    // a lazy global settles after the program may have replaced Object.
+    defineGlobal(name, value, enumerable) {
+      p.ObjectDefineProperty(globalThis, name, { __proto__: null, value, writable: true, configurable: true, enumerable });
+    },
     primordials: p,
     ops: Object.freeze(ops),
     protocol: Object.freeze(protocol),

@@ -68,7 +68,7 @@
       return CODES[this.#name] ?? 0;
     }
   }
-  ObjectDefineProperty(DOMException.prototype, p.SymbolToStringTag, { __proto__: null, value: "DOMException", configurable: true });
+  dsh.setToStringTag(DOMException);
   for (let i = 0; i < LEGACY.length; i++) {
     const constant = { __proto__: null, value: i + 1, enumerable: true };
     ObjectDefineProperty(DOMException, LEGACY[i][0], constant);

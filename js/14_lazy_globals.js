@@ -67,7 +67,7 @@
     for (let i = 0; i < names.length; i++) {
       const [name, enumerable] = names[i];
       const settle = (value) => {
-        ObjectDefineProperty(globalThis, name, { __proto__: null, value, writable: true, configurable: true, enumerable });
+        dsh.defineGlobal(name, value, enumerable);
         return value;
       };
       const make = () => {

@@ -151,7 +151,7 @@
           }
         };
         ObjectDefineProperty(ErrorClass, "name", { __proto__: null, value: name });
-        ObjectDefineProperty(globalThis, name, { __proto__: null, value: ErrorClass, writable: true, configurable: true, enumerable: false });
+        dsh.defineGlobal(name, ErrorClass, false);
       }
       // A rejection's stack is the program's: V8's async stack traces give
       // the awaiting call sites (`at async program.ts:L:C`) at no cost per
@@ -201,7 +201,7 @@
         // program's `tools.search = ...` throws instead of rewiring a tool.
         ObjectDefineProperty(target, memberName, { __proto__: null, value: call, enumerable: true, writable: false, configurable: false });
       }
-      ObjectDefineProperty(globalThis, ns.global, { __proto__: null, value: target, writable: true, configurable: true, enumerable: false });
+      dsh.defineGlobal(ns.global, target, false);
     }
   }
 
@@ -267,7 +267,7 @@
     const followers = dsh.nodeLineFollowers;
     for (let i = 0; i < followers.length; i++) followers[i](host);
     dsh.capSharedArrayBuffer();
-    ObjectDefineProperty(g, "process", { __proto__: null, value: dsh.makeProcess(), writable: true, configurable: true, enumerable: false });
+    dsh.defineGlobal("process", dsh.makeProcess(), false);
     delete g.Deno;
     delete g.__bootstrap;
     delete g.__dsh;
@@ -281,14 +281,11 @@
    * making them again.
    */
   function defineGlobals() {
-    const g = globalThis;
-    g.console = dsh.makeConsole();
+    globalThis.console = dsh.makeConsole();
     // Enumerable, as Node's is.
-    ObjectDefineProperty(g, "global", { __proto__: null, value: g, writable: true, configurable: true, enumerable: true });
+    dsh.defineGlobal("global", globalThis, true);
     const globals = dsh.webGlobals;
-    for (let i = 0; i < globals.length; i++) {
-      ObjectDefineProperty(g, globals[i][0], { __proto__: null, value: globals[i][1], writable: true, configurable: true, enumerable: globals[i][2] === true });
-    }
+    for (let i = 0; i < globals.length; i++) dsh.defineGlobal(globals[i][0], globals[i][1], globals[i][2] === true);
   }
 
   defineGlobals();
