@@ -74,8 +74,9 @@ describe('waiting runs hold no thread', () => {
   })
 
   it('CPU-bound runs on every core do not stop a waiting run from resuming and completing', async () => {
-    // The hogs end only by their abort: their compute budget must outlast a
-    // slow machine (CI once ran this test past 60 s of hog CPU).
+    // The hogs end only by their abort, after the waiting run completed. A
+    // waiting run that never started or resumed is then a hang (reported by
+    // the test timeout), not a run released when the hogs' budgets ran out.
     const m = await mount({ computeMs: 3_600_000 })
     const started = gate()
     const hogs = Array.from({ length: 2 * cores }, () => {

@@ -323,7 +323,7 @@ impl Scheduler {
     }
     shared.watchdog.watch(submission.job.budget.clone());
     state.queue.push_back(submission);
-    shared.admit(&mut state);
+    shared.admit_and_hand_on(&mut state);
     Ok(())
   }
 
@@ -401,9 +401,23 @@ impl Shared {
     (busy, next)
   }
 
+  /// Admit what may start now, from a thread other than the scheduler's
+  /// (`submit`, a run's thread at its end). Runs left queued only because
+  /// every slot is busy become admissible when a quantum runs out, an event
+  /// no run reports: the scheduler thread must be told to time it, or it
+  /// may sleep on until some run happens to end, with the queued run
+  /// waiting as long (CPU-bound runs on every slot: minutes).
+  fn admit_and_hand_on(&self, state: &mut State) {
+    if self.admit(state).is_some() {
+      self.occupancy.doorbell.ring();
+    }
+  }
+
   /// Admit queued runs while they may start (see the module doc). Returns
   /// when the scheduler should look again if runs are still queued only
-  /// because every slot is busy.
+  /// because every slot is busy: only the scheduler thread calls this
+  /// directly, and sleeps no longer than that; other threads go through
+  /// [`Shared::admit_and_hand_on`].
   fn admit(&self, state: &mut State) -> Option<Duration> {
     let mut busy: Option<(usize, Option<Duration>)> = None;
     let mut admitted = 0;
@@ -511,7 +525,7 @@ impl Shared {
     if wanted {
       state.preparing += 1;
     }
-    self.admit(&mut state);
+    self.admit_and_hand_on(&mut state);
     (delivery, wanted)
   }
 
@@ -770,4 +784,75 @@ fn return_freed_memory() {
 /// not be made: `worker-exit` with `message`, through the ledger.
 fn substrate_failure(config: &RuntimeConfig, message: &str) -> Output {
   OutputLedger::new(config.max_output_bytes).finish_failure(FailureKind::WorkerExit, message.encode_utf16().collect())
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::bindings_descriptor::BindingsDescriptor;
+  use crate::config::HostFacts;
+  use crate::ledger::Completion;
+  use crate::platform;
+
+  fn config() -> RuntimeConfig {
+    RuntimeConfig {
+      compute_ms: 60_000.0,
+      max_wall_ms: 600_000.0,
+      max_output_bytes: 1 << 20,
+      max_old_generation_size_mb: 64.0,
+      max_external_memory_mb: 64.0,
+      max_concurrent_runs: 64,
+      max_queued_runs: 64,
+      // No reserve: nothing else gives the scheduler thread a reason to
+      // wake, so only the hand-on under test can admit the queued run.
+      prepared_isolates: 0,
+      host: HostFacts { node_major: 22, hardware_concurrency: 1, platform: HostFacts::navigator_platform() },
+    }
+  }
+
+  /// A run submitted while every compute slot is taken by runs that started
+  /// computing within the quantum is queued; once the quantum is over it
+  /// must start, although no run pauses or ends meanwhile. The busy runs
+  /// here are budgets admitted just now with no thread behind them: to
+  /// admission they are CPU-bound runs that have just resumed, and nothing
+  /// they do can wake the scheduler.
+  #[test]
+  fn a_run_queued_behind_busy_slots_starts_when_the_quantum_is_over() {
+    platform::ensure_initialized().expect("V8 initialises");
+    let scheduler = Scheduler::start(config(), Arc::new(Bridge::default())).expect("the scheduler starts");
+    let busy: Vec<Arc<RunBudget>> = (0..compute_slots()).map(|_| scheduler.new_budget()).collect();
+    {
+      let mut state = lock(&scheduler.shared.state);
+      for (i, budget) in busy.iter().enumerate() {
+        budget.admit();
+        state.in_flight.insert(1000 + i as u32, budget.clone());
+      }
+    }
+    let (send, receive) = std::sync::mpsc::channel();
+    let job = RunJob {
+      run_id: 1,
+      program: "return 6 * 7".into(),
+      bindings: BindingsDescriptor::parse(r#"{"namespaces":[]}"#).expect("an empty descriptor"),
+      budget: scheduler.new_budget(),
+    };
+    let deliver = Box::new(move |output: Output| {
+      let _ = send.send(output.completion);
+    });
+    assert!(scheduler.submit(Submission { job, deliver }).is_ok());
+    assert_eq!(scheduler.stats().queued, 1, "every slot is busy: the run waits for the quantum");
+    // The hang net is far above a quantum; a lost hand-on never ends.
+    match receive.recv_timeout(Duration::from_secs(60)) {
+      Ok(Completion::Value(value)) => assert_eq!(value, "42"),
+      Ok(_) => panic!("the run failed"),
+      Err(_) => panic!("the queued run never started: {} queued", scheduler.stats().queued),
+    }
+    {
+      let mut state = lock(&scheduler.shared.state);
+      for (i, budget) in busy.iter().enumerate() {
+        budget.end();
+        state.in_flight.remove(&(1000 + i as u32));
+      }
+    }
+    scheduler.shutdown();
+  }
 }
