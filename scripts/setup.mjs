@@ -13,7 +13,7 @@
 //     RUSTY_V8_ARCHIVE / RUSTY_V8_SRC_BINDING_PATH at it; elsewhere it
 //     removes that file so the v8 crate downloads its archive as usual.
 //  3. npm dependencies, the release addon (cargo build) and the TS layer.
-// Tasks: build | test | demo | bench | soak | bindings
+// Tasks: build | test | demo | bench | isolate-cost | soak | bindings
 import { execFileSync, spawnSync } from 'node:child_process'
 import { copyFileSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync, cpSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
@@ -139,6 +139,11 @@ switch (task) {
     break
   case 'bench':
     run(process.execPath, ['--expose-gc', 'bench/run.mjs', ...process.argv.slice(3)])
+    break
+  case 'isolate-cost':
+    // What one isolate costs, and how much of it is V8's and deno_core's
+    // (src/isolate_cost.rs: a measurement, kept out of the test run).
+    run('cargo', ['test', '--release', '--lib', 'isolate_cost', '--', '--ignored', '--nocapture'])
     break
   case 'soak':
     run(process.execPath, ['--expose-gc', 'bench/soak.mjs', ...process.argv.slice(3)])

@@ -19,6 +19,8 @@ mod external_memory;
 mod host_calls;
 mod icu_memory;
 mod isolate;
+#[cfg(test)]
+mod isolate_cost;
 pub mod ledger;
 mod lock;
 mod platform;
