@@ -108,4 +108,12 @@ impl PreparedIsolate {
     };
     Ok(PreparedIsolate { runtime, install, watch, release_timers, external_memory })
   }
+
+  /// Make V8 give back the heap pages it keeps pooled for reuse, every
+  /// isolate's (see `release_v8_page_pool` in scheduler.rs for why). V8
+  /// does so on a critical memory-pressure notification, which also runs a
+  /// full GC of this isolate: cheap for one that has run nothing.
+  pub fn release_pooled_pages(&mut self) {
+    self.runtime.v8_isolate().memory_pressure_notification(v8::MemoryPressureLevel::Critical);
+  }
 }

@@ -195,17 +195,20 @@ pub struct Disposal {
   /// through its statistics. V8's heap pages and large buffers are
   /// mappings of their own, given back by V8 and the allocator.
   pub held: usize,
+  /// Bytes the run's heap allocated over its life: a heap that allocated
+  /// much has freed pages to V8's page pool (see scheduler.rs).
+  pub heap_allocated: u64,
   pub hit_cap: bool,
 }
 
 impl SpentIsolate {
   /// Dispose of the isolate, reporting what its run held.
   pub fn dispose(mut self) -> Disposal {
-    let v8_malloced = self.isolate.runtime.v8_isolate().get_heap_statistics().peak_malloced_memory();
-    let held = v8_malloced.saturating_add(self.isolate.external_memory.peak());
+    let heap = self.isolate.runtime.v8_isolate().get_heap_statistics();
+    let held = heap.peak_malloced_memory().saturating_add(self.isolate.external_memory.peak());
     let hit_cap = self.hit_cap;
     drop(self);
-    Disposal { held, hit_cap }
+    Disposal { held, heap_allocated: heap.total_allocated_bytes(), hit_cap }
   }
 }
 

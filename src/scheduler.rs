@@ -162,9 +162,11 @@ struct State {
   finished_cpu: Duration,
   isolates_disposed: u64,
   memory_returns: u64,
-  /// When the last isolate whose freed memory was not returned at once
-  /// was disposed (cleared by the next return).
+  /// When the last isolate whose freed memory was not all returned at
+  /// once was disposed (cleared by the next return).
   unreturned_disposal: Option<Instant>,
+  /// A run since the last return left heap pages in V8's page pool.
+  v8_pool_due: bool,
 }
 
 /// Counts runs computing, from their budgets' phase changes; when one stops
@@ -257,6 +259,7 @@ impl Scheduler {
         isolates_disposed: 0,
         memory_returns: 0,
         unreturned_disposal: None,
+        v8_pool_due: false,
       }),
       work: Condvar::new(),
       occupancy: Arc::default(),
@@ -599,12 +602,14 @@ fn schedule_loop(shared: &Arc<Shared>) {
     }
     let spawn = shared.plan_threads(&mut state, for_ready + for_reserve);
     let mut return_memory = false;
+    let mut release_v8_pool = false;
     if let Some(since) = state.unreturned_disposal {
       if state.in_flight.is_empty() && state.queue.is_empty() {
         match left_of(IDLE_RETURN_AFTER, since.elapsed()) {
           Some(left) => recheck = sooner(recheck, left),
           None => {
             return_memory = true;
+            release_v8_pool = std::mem::take(&mut state.v8_pool_due);
             state.unreturned_disposal = None;
           }
         }
@@ -618,6 +623,9 @@ fn schedule_loop(shared: &Arc<Shared>) {
       delivery.deliver();
     }
     if return_memory {
+      if release_v8_pool {
+        release_v8_page_pool(&shared.config);
+      }
       return_freed_memory();
       lock(&shared.state).memory_returns += 1;
     }
@@ -739,16 +747,21 @@ fn run_thread(shared: &Shared, id: usize) {
       if returned {
         return_freed_memory();
       }
+      let pooled = disposal.hit_cap || disposal.heap_allocated >= RETURN_FREED_MEMORY_AFTER as u64;
       let mut state = lock(&shared.state);
       state.isolates_disposed += 1;
       if returned {
         state.memory_returns += 1;
+      }
+      state.v8_pool_due |= pooled;
+      if returned && !state.v8_pool_due {
         state.unreturned_disposal = None;
       } else {
         state.unreturned_disposal = Some(Instant::now());
       }
       drop(state);
-      // The scheduler returns what small runs freed once all is idle.
+      // The scheduler returns what small runs freed, and V8's pool, once
+      // all is idle.
       shared.occupancy.doorbell.ring();
     }
     if !wanted {
@@ -765,6 +778,8 @@ fn run_thread(shared: &Shared, id: usize) {
 /// the rest. Small runs are not worth the trim's walk over every arena
 /// (measured: trimming after every run cost one-at-a-time Code Mode runs
 /// ~20%); what many of them freed is returned once the runtime is idle.
+/// A run whose heap allocated this much has left pages in V8's page pool,
+/// which is released once the runtime is idle (see [`release_v8_page_pool`]).
 const RETURN_FREED_MEMORY_AFTER: usize = 16 << 20;
 
 /// Idle for this long after the last isolate was disposed, the scheduler
@@ -772,6 +787,25 @@ const RETURN_FREED_MEMORY_AFTER: usize = 16 << 20;
 /// leave ~500 MiB free in glibc's arenas). Long enough that runs which
 /// follow each other closely never pay for it.
 const IDLE_RETURN_AFTER: Duration = Duration::from_millis(250);
+
+/// Give back the heap pages V8 keeps pooled. V8 pools the pages every
+/// isolate frees, for the next isolates to reuse (a pooled page is already
+/// mapped and faulted in), and releases the pool from a task that new
+/// pooling schedules, at most once per `--memory-pool-timeout` + 4 s. The
+/// pages an isolate pools when it is disposed after that task ran stay
+/// until some later isolate pools more: a runtime gone idle after a big run
+/// kept that run's heap resident indefinitely. So once the runtime is idle,
+/// an isolate made here for the purpose asks V8, by a critical
+/// memory-pressure notification, to release every isolate's pooled pages
+/// (and runs a GC of its own small heap). Its own pages, pooled when it
+/// goes, are one fresh isolate's worth, reused by the next.
+fn release_v8_page_pool(config: &RuntimeConfig) {
+  let Ok(runtime) = tokio::runtime::Builder::new_current_thread().build() else { return };
+  let _entered = runtime.enter();
+  if let Ok(mut isolate) = PreparedIsolate::new(config) {
+    isolate.release_pooled_pages();
+  }
+}
 
 /// Give every arena's free pages back to the OS (`malloc_trim`).
 fn return_freed_memory() {
