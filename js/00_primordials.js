@@ -317,7 +317,8 @@
     primordials: p,
     ops: Object.freeze(ops),
     protocol: Object.freeze(protocol),
-    // [name, value, enumerable?]: the globals seal() defines.
+    // [name, value, enumerable?]: the globals defineGlobals() (99_bootstrap.js)
+    // defines while the snapshot is made; frozen then.
     webGlobals: [],
     // (host) => void: told the host's facts at seal() ({ nodeMajor,
     // hardwareConcurrency, platform }: src/isolate.rs).

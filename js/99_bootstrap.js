@@ -286,6 +286,9 @@
     dsh.defineGlobal("global", globalThis, true);
     const globals = dsh.webGlobals;
     for (let i = 0; i < globals.length; i++) dsh.defineGlobal(globals[i][0], globals[i][1], globals[i][2] === true);
+    // Closed: a global pushed from now on (a lazy module, a later file)
+    // would never be defined, so the push throws instead.
+    p.ObjectFreeze(globals);
   }
 
   defineGlobals();
