@@ -21,7 +21,9 @@ static INIT: OnceLock<Result<(), String>> = OnceLock::new();
 /// pooled for longer than the timeout. At V8's default of 8 s, the pages
 /// of a run that filled a 512 MiB heap stayed resident for up to ~20 s
 /// after it; at 1 s they go within ~6 s, while runs that follow each other
-/// (the case the pool is for) still reuse them. Releasing them at once
+/// (the case the pool is for) still reuse them. V8 releases only while
+/// isolates keep pooling, so the scheduler releases what a big run left
+/// once the runtime is idle (`release_v8_page_pool`). Releasing them at once
 /// on disposal instead (`--no-memory-pool-share-memory-on-teardown`) cost
 /// trivial runs ~0.25 ms each and bursts of them ~25% of their throughput.
 const V8_FLAGS: &str = "--memory-pool-timeout=1";
