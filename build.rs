@@ -1,41 +1,26 @@
-//! Builds the napi glue and the startup snapshot that holds the sandbox's
-//! bootstrap JS (js/*.js), so every isolate starts with it already loaded.
+//! The napi glue of the addon (the harness side; V8 is in the isolate host),
+//! and the isolate host's file name, which package.json defines once
+//! (`napi.isolateHost`): the scripts ship it under that name, the host
+//! crate builds it under that name (checked here), the addon starts it.
 
-#[allow(dead_code)]
-#[path = "src/sandbox_ext.rs"]
-mod sandbox_ext;
-
-use std::path::PathBuf;
+use std::path::Path;
 
 fn main() {
   napi_build::setup();
-  // Keep the addon mapped for the life of the process: V8's threads and
-  // thread-local destructors may outlive a dlclose (docs/ARCHITECTURE.md,
-  // "Engine hazards designed around").
+  // Keep the addon mapped for the life of the process: its reader threads
+  // may still be winding down when an environment is torn down.
   println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
 
-  // Compile every bootstrap function now, not lazily in each isolate: the
-  // snapshot keeps bytecode, so runs start with the sandbox's JS compiled.
-  deno_core::v8::V8::set_flags_from_string("--no-lazy --no-lazy-eval");
-
-  let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-  let output = deno_core::snapshot::create_snapshot(
-    deno_core::snapshot::CreateSnapshotOptions {
-      cargo_manifest_dir: env!("CARGO_MANIFEST_DIR"),
-      startup_snapshot: None,
-      skip_op_registration: false,
-      extensions: vec![sandbox_ext::dsh_sandbox::init()],
-      extension_transpiler: None,
-      with_runtime_cb: None,
-    },
-    None,
-  )
-  .unwrap_or_else(|error| panic!("creating the startup snapshot failed: {error}"));
-  std::fs::write(out_dir.join("SANDBOX_SNAPSHOT.bin"), &output.output)
-    .unwrap_or_else(|error| panic!("writing the snapshot failed: {error}"));
-  for path in output.files_loaded_during_snapshot {
-    println!("cargo:rerun-if-changed={}", path.display());
-  }
-  println!("cargo:rerun-if-changed=src/sandbox_ext.rs");
-  println!("cargo:rerun-if-changed=js");
+  let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+  let manifest = std::fs::read_to_string(root.join("package.json")).expect("package.json is readable");
+  let manifest: serde_json::Value = serde_json::from_str(&manifest).expect("package.json is JSON");
+  let host = manifest["napi"]["isolateHost"].as_str().expect("package.json names napi.isolateHost");
+  let host_crate = std::fs::read_to_string(root.join("crates/isolate-host/Cargo.toml")).expect("the host crate");
+  assert!(
+    host_crate.contains(&format!("name = \"{host}\"")),
+    "crates/isolate-host/Cargo.toml must build the binary package.json names ({host})"
+  );
+  println!("cargo:rustc-env=DSH_ISOLATE_HOST={host}");
+  println!("cargo:rerun-if-changed=package.json");
+  println!("cargo:rerun-if-changed=crates/isolate-host/Cargo.toml");
 }

@@ -29,12 +29,13 @@ export declare class NativeLogs {
 }
 
 /**
- * Runs programs in V8 isolates, each on a thread of its own while in
- * flight (one `V8CodeRuntime`).
+ * Runs programs in isolate-host processes, each run in a V8 isolate of
+ * its own on a thread of its own while in flight (one `V8CodeRuntime`).
  */
 export declare class NativeRuntime {
   /**
-   * Start the runtime. `onCalls(ids, args)` receives each batch of host calls
+   * Start the runtime and its first isolate host (returns once the host
+   * is ready). `onCalls(ids, args)` receives each batch of host calls
    * (layout: `HOST_CALL_IDS` numbers per call) and answers them through
    * `reply()` (`REPLY_IDS` numbers per reply).
    */
@@ -73,7 +74,7 @@ export declare class NativeRuntime {
   stats(): NativeStats
   /**
    * Dispose: live runs resolve `abort: runtime disposed`, every isolate
-   * thread is stopped and joined, then the promise resolves.
+   * host is stopped and its exit awaited, then the promise resolves.
    */
   dispose(): Promise<void>
 }
@@ -113,7 +114,8 @@ export interface NativeConfig {
   /** Heap cap of a program's isolate, in MiB. Default 512. */
   maxOldGenerationSizeMb: number
   /**
-   * Cap on ArrayBuffer / typed-array memory outside the heap, in MiB.
+   * Cap on the memory a program holds outside the heap, by every route
+   * (buffers, ICU, Intl objects, waiters, JSON nesting), in MiB.
    * Default 512.
    */
   maxExternalMemoryMb: number
@@ -135,6 +137,13 @@ export interface NativeConfig {
    * cores.
    */
   preparedIsolates: number
+  /**
+   * How long an isolate host may go without answering the harness's
+   * heartbeat (which it does between any two frames, whatever its runs
+   * do) before it is killed and replaced, its started runs settling
+   * `worker-exit`. Default 10000.
+   */
+  hostUnresponsiveMs: number
 }
 
 /**
@@ -201,6 +210,22 @@ export interface NativeStats {
    * cap, and once the runtime has been idle for 250 ms after other runs.
    */
   memoryReturns: number
+  /** Isolate hosts alive and taking runs (0 while one is being replaced). */
+  hosts: number
+  /** Hosts started to replace one that ended. */
+  hostRestarts: number
+  /**
+   * Runs that had started on a host when it ended (each settled
+   * `worker-exit`); runs that had not started were placed again.
+   */
+  runsLostToHostExits: number
+  /** How the last host that ended ended, as its runs were told. */
+  lastHostExit?: string
+  /**
+   * Process ids of the isolate hosts alive (to inspect them from outside:
+   * `/proc/<pid>/status`).
+   */
+  hostPids: Array<number>
 }
 
 /**

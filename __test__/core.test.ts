@@ -338,23 +338,35 @@ describe('abort and disposal', () => {
   })
 
   it('a second provider in one context fails the way cordis fails it, leaking nothing', async () => {
-    // The runtime's own threads (named dsh-v8-*): the host's other threads
-    // (libuv, V8's platform, vitest) come and go on their own.
-    const threads = () =>
-      readdirSync('/proc/self/task').filter((task) => {
+    // The runtime's own threads (named dsh-*) and isolate hosts (child
+    // processes of this one): Node's other threads (libuv, V8's platform,
+    // vitest) come and go on their own.
+    const named = (path: string, prefix: string) => {
+      try {
+        return readFileSync(path, 'utf8').startsWith(prefix)
+      } catch {
+        return false // it ended between the listing and the read
+      }
+    }
+    const threads = () => readdirSync('/proc/self/task').filter((task) => named(`/proc/self/task/${task}/comm`, 'dsh-')).length
+    const hosts = () =>
+      readdirSync('/proc').filter((pid) => {
+        if (!/^\d+$/.test(pid) || !named(`/proc/${pid}/comm`, 'dsh-isolate-h')) return false
         try {
-          return readFileSync(`/proc/self/task/${task}/comm`, 'utf8').startsWith('dsh-v8-')
+          const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+          return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid
         } catch {
-          return false // the thread ended between the listing and the read
+          return false
         }
       }).length
     const ctx = new Context()
     const first = await ctx.plugin(V8CodeRuntime, {} as never)
     // Its prepared reserve is filled (one thread per prepared isolate) before counting.
     await until(() => (ctx.codeRuntime as unknown as V8CodeRuntime).stats().preparedIsolates === os.availableParallelism())
-    const before = threads()
+    const before = { threads: threads(), hosts: hosts() }
+    expect(before.hosts).toBeGreaterThan(0)
     await expect(ctx.plugin(V8CodeRuntime, {} as never)).rejects.toThrow(/service "codeRuntime" has been registered/)
-    expect(threads()).toBe(before)
+    expect({ threads: threads(), hosts: hosts() }).toEqual(before)
     expect(await ctx.codeRuntime.run({ program: 'return 1', bindings: [] })).toEqual({ logs: [], value: 1 })
     await first.dispose()
     expect(ctx.codeRuntime).toBeUndefined()

@@ -1,8 +1,9 @@
 /**
  * Memory containment by every route (README, "Memory containment"): each
- * route is attacked with small caps while the host process's RSS is
- * measured, then the host must have its memory back and run the next
- * program. Plus the built-ins the caps wrap, compared with Node.
+ * route is attacked with small caps while the RSS of the harness and its
+ * isolate host is measured (the runs' memory is the host's), then both
+ * must have their memory back and run the next program. Plus the
+ * built-ins the caps wrap, compared with Node.
  */
 import { readFileSync, writeFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -25,12 +26,15 @@ const ALLOWANCE_MB = 64
 const RSS_WAIT_MS = 120_000
 
 const kib = (text: string, key: RegExp) => Number(key.exec(text)?.[1] ?? Number.NaN)
-/** Resident set of this process now, exactly (walks the page tables). */
-const rssMb = () => kib(readFileSync('/proc/self/smaps_rollup', 'utf8'), /^Rss:\s+(\d+) kB/m) / 1024
-/** The kernel's high-water mark of this process's RSS. */
-const peakMb = () => kib(readFileSync('/proc/self/status', 'utf8'), /^VmHWM:\s+(\d+) kB/m) / 1024
-/** Reset the high-water mark to the current RSS. */
-const resetPeak = () => writeFileSync('/proc/self/clear_refs', '5')
+/** This process (the harness) and the isolate host of `m`. */
+const processes = (m: Mounted) => ['self', ...m.runtime.stats().hostPids.map(String)]
+const sum = (m: Mounted, read: (pid: string) => number) => processes(m).reduce((total, pid) => total + read(pid), 0)
+/** Resident set of the harness and its host now, exactly (walks the page tables). */
+const rssMb = (m: Mounted) => sum(m, (pid) => kib(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'), /^Rss:\s+(\d+) kB/m) / 1024)
+/** The kernel's high-water marks of their RSS, added up. */
+const peakMb = (m: Mounted) => sum(m, (pid) => kib(readFileSync(`/proc/${pid}/status`, 'utf8'), /^VmHWM:\s+(\d+) kB/m) / 1024)
+/** Reset the high-water marks to the current RSS. */
+const resetPeak = (m: Mounted) => processes(m).forEach((pid) => writeFileSync(`/proc/${pid}/clear_refs`, '5'))
 
 const turn = () => new Promise((resolve) => setImmediate(resolve))
 
@@ -151,10 +155,13 @@ describe('every route outside the heap is capped, and its memory comes back', ()
 
   it.each(routes)('%s', async (_, program, ending) => {
     const disposed = m.runtime.stats().isolatesDisposed
-    const before = rssMb()
-    resetPeak()
+    const host = m.runtime.stats().hostPids
+    const before = rssMb(m)
+    resetPeak(m)
     const result = await m.run(program, { bindings: tools({ never: () => new Promise(() => {}) }) })
-    const peakGrowth = peakMb() - before
+    const peakGrowth = peakMb(m) - before
+    // The same host throughout: a cap, not a crash, ended the run.
+    expect(m.runtime.stats().hostPids).toEqual(host)
 
     const allowed = endings[ending]
     expect(allowed.map((e) => e.kind)).toContain(result.error?.kind)
@@ -173,7 +180,7 @@ describe('every route outside the heap is capped, and its memory comes back', ()
     // wait, not a later one.
     const growth = () => {
       globalThis.gc?.()
-      return rssMb() - before
+      return rssMb(m) - before
     }
     await expect.poll(growth, { interval: 50, timeout: RSS_WAIT_MS }).toBeLessThanOrEqual(ALLOWANCE_MB)
 

@@ -10,7 +10,7 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
-import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, relative, resolve } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -21,6 +21,7 @@ const root = resolve(fileURLToPath(new URL('..', import.meta.url)))
 const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
 const PLATFORM_PACKAGE = `${manifest.name}-linux-x64-gnu`
 const BINARY = `${manifest.napi.binaryName}.linux-x64-gnu.node`
+const HOST = manifest.napi.isolateHost as string
 const HARNESS = '0.1.0-rc.8'
 const HARNESS_PACKAGES = [
   ...['dsh-tools', 'dsh-system-prompt', 'dsh-agent', 'dsh-code-runtime', 'dsh-invariants', 'dsh-llm', 'dsh-scope', 'dsh-session', 'dsh-user-approval']
@@ -65,7 +66,7 @@ function importFailure(cwd: string, preload?: string): string {
  * results beside the suite does not count as the publish's doing.
  */
 const checkoutStatus = () =>
-  execFileSync('git', ['status', '--porcelain', '--untracked-files=all', '--', 'package.json', 'package-lock.json', 'index.js', 'index.d.ts', 'npm', 'lib', 'js', 'ts', 'src', 'scripts'], {
+  execFileSync('git', ['status', '--porcelain', '--untracked-files=all', '--', 'package.json', 'package-lock.json', 'index.js', 'index.d.ts', 'npm', 'lib', 'js', 'ts', 'src', 'crates', 'scripts'], {
     cwd: root,
     encoding: 'utf8',
   })
@@ -139,8 +140,10 @@ describe('publishing from the built checkout', () => {
     )
   })
 
-  it('the platform package ships the binary', () => {
-    expect(filesUnder(join(folder, 'consumer', 'node_modules', PLATFORM_PACKAGE))).toEqual([BINARY, 'LICENSE', 'README.md', 'package.json'].sort())
+  it('the platform package ships the addon and the isolate host it starts, executable', () => {
+    const installed = join(folder, 'consumer', 'node_modules', PLATFORM_PACKAGE)
+    expect(filesUnder(installed)).toEqual([BINARY, HOST, 'LICENSE', 'README.md', 'package.json'].sort())
+    expect(statSync(join(installed, HOST)).mode & 0o111).toBe(0o111)
   })
 })
 

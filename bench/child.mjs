@@ -6,34 +6,51 @@
 //    (wall time, peak RSS growth over the process's RSS before them);
 //  - behind-cpu: N waiting runs submitted right behind 4 CPU-bound runs
 //    (latency of the waiting runs, p50 and max).
+//  - crash-beside-waiting: N runs awaiting the tool, then one run that makes
+//    V8 end its process: how many of the N die with it (the blast radius),
+//    and whether the harness itself survives.
+// Memory is the harness's plus its isolate hosts' (the v8 backend's
+// `stats().hostPids`): what the machine pays.
 // Every backend runs with its default config except where a scenario says.
-//   node --expose-gc bench/child.mjs <v8|worker> <scenario> <runs>
+//   node --expose-gc bench/child.mjs <v8|previous|worker> <scenario> <runs>
+// `previous` is the build bench/previous.mjs made (DSH_PREVIOUS_LIB).
 import { readFileSync, writeFileSync } from 'node:fs'
 import { Context } from '@deepseek-ai/cordis'
 import WorkerThreadCodeRuntime from '@deepseek-ai/dsh-code-runtime-worker-thread'
 import V8CodeRuntime from '../lib/index.js'
-import { CPU_BOUND, slowToolBindings, TRIVIAL, WAITING } from './scenarios.mjs'
+import { CPU_BOUND, FATAL, slowToolBindings, TRIVIAL, WAITING } from './scenarios.mjs'
 
 const [backend, scenario, runsArg] = process.argv.slice(2)
 const runs = Number(runsArg)
-const Plugin = backend === 'v8' ? V8CodeRuntime : WorkerThreadCodeRuntime
+const Plugin =
+  backend === 'v8' ? V8CodeRuntime : backend === 'previous' ? (await import(process.env.DSH_PREVIOUS_LIB)).default : WorkerThreadCodeRuntime
 
-/** Peak resident set of this process so far (kernel's high-water mark), MiB. */
-function peakRssMb() {
-  const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'))
-  return match ? Number(match[1]) / 1024 : Number.NaN
+/** This process and its isolate hosts. */
+const processes = () => ['self', ...(ctx.codeRuntime.stats?.().hostPids ?? [])]
+/** A /proc/<pid>/status figure in MiB (0 for a process that is gone). */
+function statusMb(pid, field) {
+  try {
+    const match = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+    return match ? Number(match[1]) / 1024 : 0
+  } catch {
+    return 0
+  }
 }
-/** Reset the kernel's high-water mark to the current RSS. */
+/** Peak resident sets so far (the kernel's high-water marks), summed, MiB. */
+function peakRssMb() {
+  return processes().reduce((sum, pid) => sum + statusMb(pid, 'VmHWM'), 0)
+}
+/** Reset the kernel's high-water marks to the current RSS. */
 function resetPeakRss() {
-  writeFileSync('/proc/self/clear_refs', '5')
+  for (const pid of processes()) writeFileSync(`/proc/${pid}/clear_refs`, '5')
 }
 function rssMb() {
   globalThis.gc?.()
-  return process.memoryUsage().rss / 1048576
+  return processes().reduce((sum, pid) => sum + statusMb(pid, 'VmRSS'), 0)
 }
 
 const ctx = new Context()
-const throughputConfig = backend === 'v8' && scenario === 'throughput' ? { maxQueuedRuns: runs + 10 } : {}
+const throughputConfig = backend !== 'worker' && scenario === 'throughput' ? { maxQueuedRuns: runs + 10 } : {}
 await ctx.plugin(Plugin, throughputConfig)
 const run = () => ctx.codeRuntime.run({ program: TRIVIAL, bindings: [] })
 await run()
@@ -49,8 +66,7 @@ if (scenario === 'throughput') {
 } else if (scenario === 'waiting') {
   const bindings = slowToolBindings()
   await ctx.codeRuntime.run({ program: WAITING, bindings })
-  globalThis.gc?.()
-  const before = process.memoryUsage().rss / 1048576
+  const before = rssMb()
   resetPeakRss()
   const started = performance.now()
   const results = await Promise.all(Array.from({ length: runs }, () => ctx.codeRuntime.run({ program: WAITING, bindings })))
@@ -75,6 +91,24 @@ if (scenario === 'throughput') {
   latencies.sort((a, b) => a - b)
   out.p50Ms = latencies[Math.floor(latencies.length / 2)]
   out.maxMs = latencies.at(-1)
+} else if (scenario === 'crash-beside-waiting') {
+  // The tool answers only once the crash is over, so every waiting run is
+  // still waiting when it comes.
+  let called = 0
+  let allCalled
+  const everyoneWaits = new Promise((resolve) => (allCalled = resolve))
+  let release
+  const crashOver = new Promise((resolve) => (release = resolve))
+  const bindings = [{ global: 'tools', functions: { wait: async () => { if (++called === runs) allCalled(); await crashOver; return 1 } } }]
+  const waiting = Array.from({ length: runs }, () => ctx.codeRuntime.run({ program: WAITING, bindings }))
+  await everyoneWaits
+  const crash = await ctx.codeRuntime.run({ program: FATAL, bindings: [] })
+  release()
+  const results = await Promise.all(waiting)
+  out.crashKind = crash.error?.kind
+  out.lost = results.filter((r) => r.error).length
+  out.ok = results.filter((r) => r.value === 1).length
+  out.harnessSurvived = true
 } else {
   await new Promise((r) => setTimeout(r, 200))
   out.idleRssMb = rssMb()

@@ -1,11 +1,14 @@
-// The side-by-side benchmark: dsh-code-runtime-v8 against the reference
-// backend (@deepseek-ai/dsh-code-runtime-worker-thread), same machine, same
-// run, same programs. Latency scenarios alternate the two backends round by
+// The side-by-side benchmark: dsh-code-runtime-v8 (programs in isolate-host
+// processes) against its previous, in-process design (built by
+// bench/previous.mjs) and the reference backend
+// (@deepseek-ai/dsh-code-runtime-worker-thread), same machine, same run,
+// same programs. Latency scenarios alternate the three backends round by
 // round inside one process; throughput and memory run each backend in its
 // own child process so their memory never mixes. Prints a table of medians,
 // p99 and ratios; writes bench/results.json and bench/chart.svg.
 //   npm run bench                 (all scenarios, full sizes)
 //   npm run bench -- --quick      (smaller sizes, for a quick look)
+//   npm run bench -- --previous <rev>   (another in-process revision)
 import { execFileSync } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
@@ -13,20 +16,32 @@ import { fileURLToPath } from 'node:url'
 import { Context } from '@deepseek-ai/cordis'
 import WorkerThreadCodeRuntime from '@deepseek-ai/dsh-code-runtime-worker-thread'
 import V8CodeRuntime from '../lib/index.js'
-import { benchBindings, CODE_MODE, COMPUTE, PARALLEL_CALLS, SEQUENTIAL_CALLS, TRIVIAL } from './scenarios.mjs'
+import { buildPrevious, IN_PROCESS_REV } from './previous.mjs'
+import { benchBindings, CODE_MODE, COMPUTE, PARALLEL_CALLS, PAYLOADS, payloadBindings, SEQUENTIAL_CALLS, TRIVIAL } from './scenarios.mjs'
 
 const quick = process.argv.includes('--quick')
 const sizes = quick
   ? { rounds: 4, perRound: 10, bindingRepeats: 2, computeRepeats: 2, throughput: 300, memory: 1000, waiting: [10, 100], behindCpu: 20, concurrencyRepeats: 1 }
   : { rounds: 10, perRound: 20, bindingRepeats: 5, computeRepeats: 5, throughput: 2000, memory: 10000, waiting: [10, 100, 1000], behindCpu: 50, concurrencyRepeats: 3 }
 
-const ctx = new Context()
-await ctx.plugin(V8CodeRuntime, { computeMs: 120_000 })
-const v8 = ctx.codeRuntime
-const refCtx = new Context()
-await refCtx.plugin(WorkerThreadCodeRuntime, { computeMs: 120_000 })
-const ref = refCtx.codeRuntime
-const backends = { v8, worker: ref }
+const previousAt = process.argv.indexOf('--previous')
+const previousRev = previousAt > 0 ? process.argv[previousAt + 1] : IN_PROCESS_REV
+const previousLib = buildPrevious(previousRev)
+process.env.DSH_PREVIOUS_LIB = previousLib
+const PreviousRuntime = (await import(previousLib)).default
+
+async function mounted(Plugin) {
+  const ctx = new Context()
+  await ctx.plugin(Plugin, { computeMs: 120_000 })
+  return ctx.codeRuntime
+}
+const v8 = await mounted(V8CodeRuntime)
+const previous = await mounted(PreviousRuntime)
+const ref = await mounted(WorkerThreadCodeRuntime)
+const backends = { v8, previous, worker: ref }
+const NAMES = Object.keys(backends)
+/** The order of round `round`: rotated, so no backend always goes first. */
+const order = (round) => NAMES.map((_, i) => NAMES[(i + round) % NAMES.length])
 
 function quantile(values, q) {
   const sorted = [...values].sort((a, b) => a - b)
@@ -34,9 +49,9 @@ function quantile(values, q) {
 }
 const median = (values) => quantile(values, 0.5)
 
-async function timed(runtime, program) {
+async function timed(runtime, program, bindings = benchBindings()) {
   const started = performance.now()
-  const result = await runtime.run({ program, bindings: benchBindings() })
+  const result = await runtime.run({ program, bindings })
   if (result.error) throw new Error(`${runtime.isolation}: ${result.error.kind}: ${result.error.message}`)
   return { ms: performance.now() - started, value: result.value }
 }
@@ -46,14 +61,34 @@ async function timed(runtime, program) {
  * `gapMs`, each run starts that long after the previous one settled (an
  * agent's runs are separated by model turns); without, back to back.
  */
-async function alternate(program, rounds, perRound, gapMs = 0) {
-  const samples = { v8: [], worker: [] }
+async function alternate(program, rounds, perRound, gapMs = 0, bindings = benchBindings) {
+  const samples = { v8: [], previous: [], worker: [] }
   for (let round = 0; round < rounds; round++) {
-    for (const name of round % 2 === 0 ? ['v8', 'worker'] : ['worker', 'v8']) {
+    for (const name of order(round)) {
       for (let i = 0; i < perRound; i++) {
         if (gapMs > 0) await new Promise((resolve) => setTimeout(resolve, gapMs))
-        samples[name].push((await timed(backends[name], program)).ms)
+        samples[name].push((await timed(backends[name], program, bindings())).ms)
       }
+    }
+  }
+  return samples
+}
+
+/**
+ * The harness main thread's busy time per run (ms): event-loop
+ * utilization over `runs` runs of `program`, `concurrency` at a time.
+ */
+async function mainThreadBusy(program, runs, concurrency) {
+  const samples = { v8: [], previous: [], worker: [] }
+  for (let round = 0; round < 3; round++) {
+    for (const name of order(round)) {
+      const before = performance.eventLoopUtilization()
+      let next = 0
+      await Promise.all(Array.from({ length: concurrency }, async () => {
+        while (next++ < runs) await timed(backends[name], program)
+      }))
+      const used = performance.eventLoopUtilization(before)
+      samples[name].push(used.active / runs)
     }
   }
   return samples
@@ -61,9 +96,9 @@ async function alternate(program, rounds, perRound, gapMs = 0) {
 
 /** Alternate the backends; collect the value the program measured itself. */
 async function alternateValue(program, repeats) {
-  const samples = { v8: [], worker: [] }
+  const samples = { v8: [], previous: [], worker: [] }
   for (let round = 0; round < repeats; round++) {
-    for (const name of round % 2 === 0 ? ['v8', 'worker'] : ['worker', 'v8']) {
+    for (const name of order(round)) {
       samples[name].push((await timed(backends[name], program)).value)
     }
   }
@@ -92,42 +127,61 @@ function child(backend, scenario, runs) {
 
 const rows = []
 const failures = []
-/** lowerIsBetter: the ratio is reference / v8 (how many times faster). */
-function row(scenario, metric, unit, v8Value, workerValue, lowerIsBetter, target) {
-  const ratio = lowerIsBetter ? workerValue / v8Value : v8Value / workerValue
-  rows.push({ scenario, metric, unit, v8: v8Value, worker: workerValue, ratio, target })
-  const f = (x) => (Math.abs(x) >= 100 ? x.toFixed(0) : Math.abs(x) >= 10 ? x.toFixed(1) : x.toFixed(3))
-  console.log(`${scenario.padEnd(34)} ${metric.padEnd(12)} ${f(v8Value).padStart(10)} ${f(workerValue).padStart(10)} ${unit.padEnd(7)} ${ratio.toFixed(1).padStart(7)}x ${target ?? ''}`)
+/**
+ * One row: this design, the previous one, the reference. `ratio` is how
+ * many times better than the reference; `vsPrevious` how this design
+ * compares with the previous one (previous / this for lower-is-better:
+ * above 1 is better, below 1 worse).
+ */
+function row(scenario, metric, unit, values, lowerIsBetter, target) {
+  const { v8: v8Value, previous: previousValue, worker: workerValue } = values
+  const better = (a, b) => (lowerIsBetter ? b / a : a / b)
+  const ratio = better(v8Value, workerValue)
+  const vsPrevious = better(v8Value, previousValue)
+  rows.push({ scenario, metric, unit, v8: v8Value, previous: previousValue, worker: workerValue, ratio, vsPrevious, target })
+  const f = (x) => (x === undefined || Number.isNaN(x) ? '-' : Math.abs(x) >= 100 ? x.toFixed(0) : Math.abs(x) >= 10 ? x.toFixed(1) : x.toFixed(3))
+  console.log(`${scenario.padEnd(38)} ${metric.padEnd(12)} ${f(v8Value).padStart(10)} ${f(previousValue).padStart(10)} ${f(workerValue).padStart(10)} ${unit.padEnd(7)} ${ratio.toFixed(1).padStart(7)}x ${vsPrevious.toFixed(2).padStart(6)}x ${target ?? ''}`)
 }
+/** The medians of three sample sets. */
+const medians = (samples) => Object.fromEntries(Object.entries(samples).map(([name, values]) => [name, median(values)]))
+const p99s = (samples) => Object.fromEntries(Object.entries(samples).map(([name, values]) => [name, quantile(values, 0.99)]))
 
-console.log(`machine: ${os.cpus().length} cores, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}${quick ? ' (quick sizes)' : ''}`)
-console.log(`${'scenario'.padEnd(34)} ${'metric'.padEnd(12)} ${'v8'.padStart(10)} ${'worker'.padStart(10)} ${'unit'.padEnd(7)} ${'ratio'.padStart(8)} target`)
+console.log(`machine: ${os.cpus().length} cores, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}${quick ? ' (quick sizes)' : ''}; previous = ${previousRev}`)
+console.log(`${'scenario'.padEnd(38)} ${'metric'.padEnd(12)} ${'v8'.padStart(10)} ${'previous'.padStart(10)} ${'worker'.padStart(10)} ${'unit'.padEnd(7)} ${'vs ref'.padStart(8)} ${'vs prev'.padStart(7)} target`)
 
-// Warm both (first isolate, first worker, JIT of the host side).
-for (let i = 0; i < 5; i++) await Promise.all([timed(v8, TRIVIAL), timed(ref, TRIVIAL)])
+// Warm all three (first isolate, first worker, JIT of the harness side).
+for (let i = 0; i < 5; i++) await Promise.all([timed(v8, TRIVIAL), timed(previous, TRIVIAL), timed(ref, TRIVIAL)])
 
 // One at a time: each run is submitted when the previous one settled.
 const trivial = await alternate(TRIVIAL, sizes.rounds, sizes.perRound)
-row('1. trivial run, one at a time', 'p50', 'ms', median(trivial.v8), median(trivial.worker), true, '>= 30x')
-row('1. trivial run, one at a time', 'p99', 'ms', quantile(trivial.v8, 0.99), quantile(trivial.worker, 0.99), true)
+row('1. trivial run, one at a time', 'p50', 'ms', medians(trivial), true, 'prev within 1.25x')
+row('1. trivial run, one at a time', 'p99', 'ms', p99s(trivial), true)
 // The same with 20 ms of idle between runs: the isolate is ready, but the
 // parked run thread must be woken, which on a VM with halted vCPUs costs
 // 0.5-1 ms per wake-up (measured: spinning instead of parking removes it).
 const idle = await alternate(TRIVIAL, sizes.rounds, sizes.perRound, 20)
-row('1b. trivial run, 20 ms idle between', 'p50', 'ms', median(idle.v8), median(idle.worker), true)
-row('1b. trivial run, 20 ms idle between', 'p99', 'ms', quantile(idle.v8, 0.99), quantile(idle.worker, 0.99), true)
+row('1b. trivial run, 20 ms idle between', 'p50', 'ms', medians(idle), true)
+row('1b. trivial run, 20 ms idle between', 'p99', 'ms', p99s(idle), true)
 
 const codeMode = await alternate(CODE_MODE, sizes.rounds, Math.max(2, sizes.perRound / 2))
-row('3. code-mode shaped run, one at a time', 'p50', 'ms', median(codeMode.v8), median(codeMode.worker), true, '>= 10x')
-row('3. code-mode shaped run, one at a time', 'p99', 'ms', quantile(codeMode.v8, 0.99), quantile(codeMode.worker, 0.99), true)
+row('3. code-mode shaped run, one at a time', 'p50', 'ms', medians(codeMode), true, 'prev within 1.25x')
+row('3. code-mode shaped run, one at a time', 'p99', 'ms', p99s(codeMode), true)
+
+const busy = await mainThreadBusy(CODE_MODE, quick ? 100 : 400, 4)
+row('3b. harness main thread busy per run', 'median', 'ms', medians(busy), true, 'prev within 1.2x')
 
 const sequential = await alternateValue(SEQUENTIAL_CALLS, sizes.bindingRepeats)
-row('4. binding round trip (sequential)', 'median', 'ms', median(sequential.v8), median(sequential.worker), true, '>= 4x')
+row('4. binding round trip (sequential)', 'median', 'ms', medians(sequential), true, 'ref >= 2x')
 const parallel = await alternateValue(PARALLEL_CALLS, sizes.bindingRepeats)
-row('4. Promise.all of 10000 calls', 'wall', 'ms', median(parallel.v8), median(parallel.worker), true, '>= 5x')
+row('4. Promise.all of 10000 calls', 'wall', 'ms', medians(parallel), true, '>= 5x')
+
+for (const [name, program] of Object.entries(PAYLOADS)) {
+  const payload = await alternate(program, sizes.bindingRepeats, 2, 0, payloadBindings)
+  row(`4b. 10 calls with ${name}`, 'p50', 'ms', medians(payload), true, 'ref >= 1x')
+}
 
 const compute = await alternate(COMPUTE, sizes.computeRepeats, 1)
-row('5. compute (JSON, 5e7 loop, regex)', 'p50', 'ms', median(compute.v8), median(compute.worker), true, '>= 0.95x')
+row('5. compute (JSON, 5e7 loop, regex)', 'p50', 'ms', medians(compute), true, '>= 0.95x')
 
 // Throughput: N runs submitted at once. If a backend cannot survive N, the
 // failure is recorded and both are measured again at N/2, so the table
@@ -135,7 +189,7 @@ row('5. compute (JSON, 5e7 loop, regex)', 'p50', 'ms', median(compute.v8), media
 let tpRuns = sizes.throughput
 let tp
 for (;;) {
-  tp = { v8: child('v8', 'throughput', tpRuns), worker: child('worker', 'throughput', tpRuns) }
+  tp = { v8: child('v8', 'throughput', tpRuns), previous: child('previous', 'throughput', tpRuns), worker: child('worker', 'throughput', tpRuns) }
   const failed = Object.values(tp).filter((result) => result.failed)
   for (const result of failed) {
     failures.push(`${result.backend} ${result.scenario} (${result.runs} at once) failed: ${result.failed}`)
@@ -144,9 +198,10 @@ for (;;) {
   if (failed.length === 0 || tpRuns <= 250) break
   tpRuns = Math.floor(tpRuns / 2)
 }
-if (!tp.v8.failed && !tp.worker.failed) {
-  row(`2. throughput (${tpRuns} at once)`, 'runs/s', 'runs/s', tp.v8.runsPerSecond, tp.worker.runsPerSecond, false, '>= 20x')
-  row(`2. throughput (${tpRuns} at once)`, 'peak RSS', 'MiB', tp.v8.peakRssMb, tp.worker.peakRssMb, true, 'lower')
+if (!Object.values(tp).some((result) => result.failed)) {
+  const of = (key) => Object.fromEntries(Object.entries(tp).map(([name, result]) => [name, result[key]]))
+  row(`2. throughput (${tpRuns} at once)`, 'runs/s', 'runs/s', of('runsPerSecond'), false, '>= 20x')
+  row(`2. throughput (${tpRuns} at once)`, 'peak RSS', 'MiB', of('peakRssMb'), true, 'lower')
 }
 
 // Concurrency, defaults on both backends: N runs at once, each awaiting a
@@ -169,9 +224,9 @@ function bothOrFailure(results, label) {
  * kept. A backend whose child fails once is reported as failed.
  */
 function medianChildren(scenario, runs, keys) {
-  const samples = { v8: [], worker: [] }
+  const samples = { v8: [], previous: [], worker: [] }
   for (let i = 0; i < sizes.concurrencyRepeats; i++) {
-    for (const backend of ['v8', 'worker']) samples[backend].push(child(backend, scenario, runs))
+    for (const backend of order(i)) samples[backend].push(child(backend, scenario, runs))
   }
   const summary = {}
   for (const [backend, results] of Object.entries(samples)) {
@@ -194,20 +249,29 @@ for (const runs of sizes.waiting) {
   for (const result of Object.values(w)) {
     if (result.ok !== runs) failures.push(`${result.backend} waiting (${runs}): only ${result.ok} right results`)
   }
-  row(label, 'wall', 'ms', w.v8.wallMs, w.worker.wallMs, true)
-  row(label, 'peak growth', 'MiB', w.v8.peakGrowthMb, w.worker.peakGrowthMb, true)
+  const of = (key) => Object.fromEntries(Object.entries(w).map(([name, result]) => [name, result[key]]))
+  row(label, 'wall', 'ms', of('wallMs'), true, 'prev within 1.2x')
+  row(label, 'peak growth', 'MiB', of('peakGrowthMb'), true, 'prev within 1.2x')
 }
 const behind = medianChildren('behind-cpu', sizes.behindCpu, ['p50Ms', 'maxMs'])
 concurrency.behindCpu = behind
 const behindLabel = `8. ${sizes.behindCpu} waiting behind 4 CPU-bound`
 if (bothOrFailure(behind, behindLabel)) {
-  row(behindLabel, 'p50', 'ms', behind.v8.p50Ms, behind.worker.p50Ms, true)
-  row(behindLabel, 'max', 'ms', behind.v8.maxMs, behind.worker.maxMs, true)
+  const of = (key) => Object.fromEntries(Object.entries(behind).map(([name, result]) => [name, result[key]]))
+  row(behindLabel, 'p50', 'ms', of('p50Ms'), true)
+  row(behindLabel, 'max', 'ms', of('maxMs'), true)
 }
 
-const mem = { v8: child('v8', 'memory', sizes.memory), worker: child('worker', 'memory', sizes.memory) }
-row('6. memory: idle runtime', 'RSS', 'MiB', mem.v8.idleRssMb, mem.worker.idleRssMb, true)
-row(`6. memory: after ${sizes.memory} runs`, 'RSS', 'MiB', mem.v8.afterRssMb, mem.worker.afterRssMb, true, 'flat')
+const mem = { v8: child('v8', 'memory', sizes.memory), previous: child('previous', 'memory', sizes.memory), worker: child('worker', 'memory', sizes.memory) }
+const memOf = (key) => Object.fromEntries(Object.entries(mem).map(([name, result]) => [name, result[key]]))
+row('6. memory: idle runtime (harness + hosts)', 'RSS', 'MiB', memOf('idleRssMb'), true, 'prev within 2x')
+row(`6. memory: after ${sizes.memory} runs`, 'RSS', 'MiB', memOf('afterRssMb'), true, 'flat')
+
+// One run that makes V8 end its process, beside 100 runs awaiting a tool:
+// how many of them die with it, and whether the harness survives.
+const crash = Object.fromEntries(NAMES.map((name) => [name, child(name, 'crash-beside-waiting', 100)]))
+const crashText = (result) => (result.failed ? `the harness died (${result.failed})` : `${result.lost} of ${result.runs} lost, harness alive, crash run: ${result.crashKind}`)
+for (const [name, result] of Object.entries(crash)) console.log(`9. a V8 fatal beside 100 waiting runs  ${name}: ${crashText(result)}`)
 
 const results = {
   date: new Date().toISOString(),
@@ -215,7 +279,9 @@ const results = {
   sizes,
   rows,
   failures,
-  raw: { tp, mem, concurrency },
+  previous: previousRev,
+  crash: Object.fromEntries(Object.entries(crash).map(([name, result]) => [name, crashText(result)])),
+  raw: { tp, mem, concurrency, crash },
 }
 const here = (name) => fileURLToPath(new URL(name, import.meta.url))
 if (quick) mkdirSync(here('./results'), { recursive: true })

@@ -81,3 +81,32 @@ export const WAITING = 'return await tools.wait({})'
 
 /** Most of a second of CPU on this project's 2-core VM: a run that only computes. */
 export const CPU_BOUND = 'let a = 0; for (let i = 0; i < 1e8; i++) a = (a + i * 31) % 1000003; return a'
+
+/** A program that makes V8 end its process (a size check no callback can catch). */
+export const FATAL = 'return "x".repeat(2 ** 27 + 8).split("").length'
+
+/** Strings and objects a tool returns or takes, for the payload rows. */
+const MIB = 1 << 20
+const SMALL_OBJECTS = Array.from({ length: Math.round(MIB / 43) }, (_, i) => ({ id: i, name: `n${i}`, ok: true }))
+export function payloadBindings() {
+  return [
+    {
+      global: 'tools',
+      functions: {
+        string1: async () => 'x'.repeat(MIB),
+        string4: async () => 'x'.repeat(4 * MIB),
+        objects1: async () => SMALL_OBJECTS,
+        take: async ({ text }) => text.length,
+      },
+    },
+  ]
+}
+
+/** Ten calls to a payload tool, the total size checked. */
+export const PAYLOADS = {
+  'a 1 MB string result': 'let n = 0; for (let i = 0; i < 10; i++) n += (await tools.string1({})).length; return n',
+  'a 4 MB string result': 'let n = 0; for (let i = 0; i < 10; i++) n += (await tools.string4({})).length; return n',
+  'a 1 MB string argument': 'const text = "y".repeat(1 << 20); let n = 0; for (let i = 0; i < 10; i++) n += await tools.take({ text }); return n',
+  'a 4 MB string argument': 'const text = "y".repeat(4 << 20); let n = 0; for (let i = 0; i < 10; i++) n += await tools.take({ text }); return n',
+  'a 1 MB result of small objects': 'let n = 0; for (let i = 0; i < 10; i++) n += (await tools.objects1({})).length; return n',
+}

@@ -13,7 +13,8 @@
 //     makes.
 //   node scripts/release.mjs prepublish  (npm's `prepublishOnly` script)
 //     Checks that the checkout is built (`npm run build`) and no older than
-//     its sources, puts the built binary into npm/<platform>/ and publishes
+//     its sources, puts the built binaries (the addon and the isolate host)
+//     into npm/<platform>/ and publishes
 //     each platform package (`napi prepublish`) to the registry npm is
 //     configured for, before npm packs and publishes the main package. It
 //     writes nothing else in the checkout.
@@ -25,7 +26,7 @@ import { fileURLToPath } from 'node:url'
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 const manifestPath = join(root, 'package.json')
 const manifest = JSON.parse(readFileSync(manifestPath, 'utf8'))
-const { binaryName, targets } = manifest.napi
+const { binaryName, isolateHost, targets } = manifest.napi
 const napi = join(root, 'node_modules', '@napi-rs', 'cli', 'dist', 'cli.js')
 
 /** napi's name for a target triple's platform (`linux-x64-gnu`). */
@@ -95,16 +96,17 @@ function prepublish() {
   checkBuilt(join('lib', 'index.js'), ['ts'])
   for (const triple of targets) {
     const platform = platformOf(triple)
-    const file = `${binaryName}.${platform}.node`
-    const built = join(root, file)
-    checkBuilt(file, ['src', 'js', 'build.rs', 'Cargo.toml', 'Cargo.lock'])
     const target = join(root, 'npm', platform)
     const platformManifest = JSON.parse(readFileSync(join(target, 'package.json'), 'utf8'))
     if (platformManifest.version !== manifest.version || manifest.optionalDependencies?.[platformManifest.name] !== manifest.version) {
       throw new Error(`${platformManifest.name} is not at ${manifest.version}: run \`npm version\` (or node scripts/release.mjs version)`)
     }
-    copyFileSync(built, join(target, file))
-    console.error(`[release] ${file} (${(statSync(built).size / 2 ** 20).toFixed(1)} MiB) -> npm/${platform}/`)
+    // The addon and the isolate host it starts, side by side.
+    for (const file of [`${binaryName}.${platform}.node`, isolateHost]) {
+      checkBuilt(file, ['src', 'crates', 'js', 'build.rs', 'Cargo.toml', 'Cargo.lock'])
+      copyFileSync(join(root, file), join(target, file))
+      console.error(`[release] ${file} (${(statSync(join(root, file)).size / 2 ** 20).toFixed(1)} MiB) -> npm/${platform}/`)
+    }
   }
   napiCli(['prepublish', '--tag-style', 'npm', '--no-gh-release'])
 }

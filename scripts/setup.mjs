@@ -15,7 +15,7 @@
 //  3. npm dependencies, the release addon (cargo build) and the TS layer.
 // Tasks: build | test | demo | bench | isolate-cost | soak | bindings
 import { execFileSync, spawnSync } from 'node:child_process'
-import { copyFileSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync, cpSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, cpSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -103,16 +103,24 @@ if (!existsSync(installed) || statSync(installed).mtimeMs < statSync(lock).mtime
   run('npm', ['ci', '--no-audit', '--no-fund'])
 }
 // A plain host build (no --target, unlike `napi build`) lets the build
-// script's deno_core and the addon's share compiled units, and lets
+// script's deno_core and the isolate host's share compiled units, and lets
 // `cargo test --release` reuse them: V8 and deno_core compile once.
 // index.js / index.d.ts are committed; `npm run build:bindings` (napi build)
-// regenerates them when the napi surface changes.
-run('cargo', ['build', '--release', '--lib'])
-// Copied beside and renamed over: a process that has the previous addon
+// regenerates them when the napi surface changes. The workspace builds the
+// addon (no V8 in it) and the isolate host, which the addon starts from
+// beside its own file.
+run('cargo', ['build', '--release', '--workspace'])
+// Copied beside and renamed over: a process that has the previous binary
 // loaded keeps its (unlinked) file instead of seeing it rewritten under it.
-const addon = join(root, 'dsh-code-runtime-v8.linux-x64-gnu.node')
-copyFileSync(join(root, 'target', 'release', 'libdsh_code_runtime_v8.so'), `${addon}.tmp`)
-renameSync(`${addon}.tmp`, addon)
+const { napi } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
+for (const [built, shipped] of [
+  ['libdsh_code_runtime_v8.so', `${napi.binaryName}.linux-x64-gnu.node`],
+  [napi.isolateHost, napi.isolateHost],
+]) {
+  const target = join(root, shipped)
+  copyFileSync(join(root, 'target', 'release', built), `${target}.tmp`)
+  renameSync(`${target}.tmp`, target)
+}
 // The TS layer compiles against the typings, so regenerate them first.
 if (task === 'bindings') run('npx', ['napi', 'build', '--platform', '--release', '--esm'])
 run('npx', ['tsc', '-p', '.'])
@@ -123,9 +131,9 @@ switch (task) {
     break
   case 'test':
     // Style and lints first: they fail in seconds, the suites in minutes.
-    run('cargo', ['fmt', '--check'])
-    run('cargo', ['clippy', '--release', '--all-targets', '--', '-D', 'warnings'])
-    run('cargo', ['test', '--release', '--lib'])
+    run('cargo', ['fmt', '--all', '--check'])
+    run('cargo', ['clippy', '--release', '--workspace', '--all-targets', '--', '-D', 'warnings'])
+    run('cargo', ['test', '--release', '--workspace', '--lib'])
     for (const major of NODE_LINES) {
       const node = nodeOfLine(major)
       log(`vitest on Node ${major}`)
@@ -143,7 +151,7 @@ switch (task) {
   case 'isolate-cost':
     // What one isolate costs, and how much of it is V8's and deno_core's
     // (src/isolate_cost.rs: a measurement, kept out of the test run).
-    run('cargo', ['test', '--release', '--lib', 'isolate_cost', '--', '--ignored', '--nocapture'])
+    run('cargo', ['test', '--release', '-p', 'dsh_isolate_host', '--lib', 'isolate_cost', '--', '--ignored', '--nocapture'])
     break
   case 'soak':
     run(process.execPath, ['--expose-gc', 'bench/soak.mjs', ...process.argv.slice(3)])

@@ -1,15 +1,19 @@
-//! Host calls crossing to the Node thread and replies crossing back: the
-//! layouts both sides read (napi constants the TS layer imports, so the
-//! numbers are defined once), and the threadsafe function that wakes the
-//! host with a batch.
+//! Host calls crossing from the isolate hosts' reader threads to Node's
+//! main thread, and replies crossing back: the layouts both sides read
+//! (napi constants the TS layer imports, so the numbers are defined once),
+//! the outbox the reader threads fill, and the threadsafe function that
+//! wakes the main thread ONCE per batch: while a wake-up is pending,
+//! further calls only join the outbox, and the wake-up carries them all.
 
-use std::sync::Weak;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
+use dsh_protocol::frame::HostCall;
+use dsh_protocol::lock::lock;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
-
-use crate::bridge::Bridge;
 
 /// Numbers per host call in the `ids` that `onCalls(ids, args)` receives:
 /// run id, call id, namespace index, function index.
@@ -37,8 +41,8 @@ impl ToNapiValue for HostCallIds {
   }
 }
 
-pub fn host_call_batch(bridge: &Weak<Bridge>) -> FnArgs<(HostCallIds, Vec<String>)> {
-  let calls = bridge.upgrade().map(|bridge| bridge.drain()).unwrap_or_default();
+pub fn host_call_batch(outbox: &Weak<CallOutbox>) -> FnArgs<(HostCallIds, Vec<String>)> {
+  let calls = outbox.upgrade().map(|outbox| outbox.drain()).unwrap_or_default();
   let mut ids = Vec::with_capacity(calls.len() * HOST_CALL_IDS as usize);
   let mut args = Vec::with_capacity(calls.len());
   for call in calls {
@@ -54,3 +58,146 @@ pub fn host_call_batch(bridge: &Weak<Bridge>) -> FnArgs<(HostCallIds, Vec<String
 /// callback is ours (`HostCalls.receive`), never throws, and its return
 /// value is ignored.
 pub type HostWake = ThreadsafeFunction<(), Unknown<'static>, FnArgs<(HostCallIds, Vec<String>)>, Status, false, true>;
+
+/// The host's wake-up: asks Node's main thread to come and take the outbox.
+pub type WakeHost = Box<dyn Fn() + Send + Sync>;
+
+#[derive(Default)]
+struct Queued {
+  calls: Vec<HostCall>,
+  /// A wake-up is on its way to the main thread; no need to send another.
+  wake_pending: bool,
+}
+
+/// Calls from every host, waiting for Node's main thread.
+#[derive(Default)]
+pub struct CallOutbox {
+  queued: Mutex<Queued>,
+  /// Mirrors `!queued.calls.is_empty()` for the main thread's spin (no lock).
+  calls_waiting: AtomicBool,
+  /// Set once, right after construction: the wake-up carries the outbox
+  /// (weakly), so the outbox cannot be handed it at construction.
+  wake_host: OnceLock<WakeHost>,
+  spin: HostSpin,
+}
+
+impl CallOutbox {
+  /// Connect the main thread's wake-up; a second call is ignored.
+  pub fn connect(&self, wake_host: WakeHost) {
+    let _ = self.wake_host.set(wake_host);
+  }
+
+  /// Queue calls a host sent (its reader thread), waking the main thread
+  /// unless a wake-up is already on its way.
+  pub fn push(&self, calls: Vec<HostCall>) {
+    let wake = {
+      let mut queued = lock(&self.queued);
+      queued.calls.extend(calls);
+      self.calls_waiting.store(true, Ordering::Release);
+      !std::mem::replace(&mut queued.wake_pending, true)
+    };
+    if wake {
+      if let Some(wake_host) = self.wake_host.get() {
+        wake_host();
+      }
+    }
+  }
+
+  /// Take every queued call (the main thread, once woken).
+  pub fn drain(&self) -> Vec<HostCall> {
+    let mut queued = lock(&self.queued);
+    queued.wake_pending = false;
+    self.calls_waiting.store(false, Ordering::Relaxed);
+    std::mem::take(&mut queued.calls)
+  }
+
+  /// The main thread, having answered a live run and finished its turn,
+  /// waits briefly (see [`HOST_SPIN`]) for the run's next call, so that the
+  /// call's wake-up finds it awake instead of asleep in its event loop. Run
+  /// after the turn ends (not inside it), so each call is still taken in a
+  /// turn of its own and the harness's other work interleaves with them.
+  pub fn linger(&self) {
+    if !spinning_helps() {
+      return;
+    }
+    self.spin.wait_for(|| self.calls_waiting.load(Ordering::Acquire));
+  }
+}
+
+/// Waiting awake for another thread only helps when that thread can run
+/// meanwhile: with one CPU available, a spin would only delay it.
+fn spinning_helps() -> bool {
+  static HELPS: OnceLock<bool> = OnceLock::new();
+  *HELPS.get_or_init(|| std::thread::available_parallelism().is_ok_and(|cpus| cpus.get() > 1))
+}
+
+/// How long the main thread, having answered, stays awake for the
+/// program's next call before returning to its event loop (where it would
+/// sleep and need waking). The wait is bounded, never runs JS, and backs
+/// off when it keeps missing (programs that compute between calls, or a
+/// round trip longer than the wait), so it cannot hold the harness's event
+/// loop for more than this per answered batch.
+const HOST_SPIN: Duration = Duration::from_micros(30);
+
+/// The main thread's adaptive wait for the next call (see [`HOST_SPIN`]).
+/// After `n` consecutive misses the next `2^n - 1` (at most 63) answered
+/// batches skip the wait, so a program that never calls right back costs
+/// the harness at most one wait in 64 answers; one hit restores it.
+#[derive(Default)]
+struct HostSpin {
+  misses: AtomicU32,
+  skip: AtomicU32,
+}
+
+impl HostSpin {
+  fn wait_for(&self, ready: impl Fn() -> bool) {
+    let skip = self.skip.load(Ordering::Relaxed);
+    if skip > 0 {
+      self.skip.store(skip - 1, Ordering::Relaxed);
+      return;
+    }
+    let until = Instant::now() + HOST_SPIN;
+    while !ready() {
+      if Instant::now() >= until {
+        let misses = (self.misses.load(Ordering::Relaxed) + 1).min(6);
+        self.misses.store(misses, Ordering::Relaxed);
+        self.skip.store((1 << misses) - 1, Ordering::Relaxed);
+        return;
+      }
+      std::hint::spin_loop();
+    }
+    self.misses.store(0, Ordering::Relaxed);
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use std::cell::Cell;
+
+  /// How many of `answers` waits consulted `ready` (i.e. were not skipped).
+  fn waits(spin: &HostSpin, answers: usize, ready: bool) -> usize {
+    let consulted = Cell::new(0);
+    for _ in 0..answers {
+      let seen = Cell::new(false);
+      spin.wait_for(|| {
+        seen.set(true);
+        ready
+      });
+      consulted.set(consulted.get() + usize::from(seen.get()));
+    }
+    consulted.get()
+  }
+
+  #[test]
+  fn host_spin_backs_off_while_calls_do_not_follow_and_recovers_on_a_hit() {
+    let spin = HostSpin::default();
+    // Misses back off 1, 3, 7, ... 63 answers: 200 answers wait 8 times.
+    assert_eq!(waits(&spin, 200, false), 8);
+    // Once the backoff has run out, one hit restores waiting on every answer.
+    let skipped = spin.skip.load(Ordering::Relaxed) as usize;
+    waits(&spin, skipped, true);
+    assert_eq!(waits(&spin, 1, true), 1);
+    assert_eq!(waits(&spin, 50, true), 50);
+  }
+}

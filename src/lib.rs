@@ -1,54 +1,34 @@
-//! `dsh-code-runtime-v8`: the napi surface. `NativeRuntime` converts
-//! between JS values and the Rust run lifecycle (`run`, `scheduler`,
-//! `bridge`, `ledger`, `transpile`) and keeps the one piece of state that
-//! belongs to the surface: the live runs by id, which `abort()` and
-//! disposal stop. How host calls and results cross to JS is in
-//! `host_calls` and `run_result`.
+//! `dsh-code-runtime-v8`: the napi surface, and the harness's side of
+//! the isolate hosts. `NativeRuntime` converts between JS values and the
+//! supervisor (`supervisor`), which places runs on an isolate-host process
+//! (`host_process`) and settles them, whatever becomes of the host. No V8
+//! runs in this process: programs run only in hosts. How host calls and
+//! results cross to JS is in `host_calls` and `run_result`.
 
 #![deny(clippy::unwrap_used)]
 // Unit tests may unwrap: a panic there is a failed test, not a crashed host.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-mod allocator;
-mod bindings_descriptor;
-mod bridge;
-mod budget;
-mod config;
-mod control;
-mod external_memory;
 mod host_calls;
-mod icu_memory;
-mod isolate;
-#[cfg(test)]
-mod isolate_cost;
-pub mod ledger;
-mod lock;
-mod platform;
-mod run;
+mod host_process;
 mod run_result;
-mod sandbox_ext;
-mod scheduler;
-pub mod transpile;
-mod watchdog;
+mod supervisor;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::time::Duration;
 
+use dsh_protocol::bindings_descriptor::BindingsDescriptor;
+use dsh_protocol::config::{HostFacts, RuntimeConfig};
+use dsh_protocol::frame::Reply;
+use dsh_protocol::ledger::{FailureKind, Outcomes, OutputLedger};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 
-use crate::bindings_descriptor::BindingsDescriptor;
-use crate::bridge::Bridge;
-use crate::config::{HostFacts, RuntimeConfig};
-use crate::control::{RunControl, StopReason};
-use crate::host_calls::{host_call_batch, HostCallIds, HostWake, REPLY_IDS};
-use crate::ledger::{FailureKind, OutputLedger};
-use crate::lock::lock;
-use crate::run::RunJob;
+use crate::host_calls::{host_call_batch, CallOutbox, HostCallIds, HostWake, REPLY_IDS};
 use crate::run_result::{NativeRunResult, MIN_OUTPUT_BYTES};
-use crate::scheduler::{Outcomes, Scheduler, SchedulerStats, Submission};
+use crate::supervisor::{queue_full, RunEnd, Settings, Supervisor, SupervisorStats};
 
 /// The runtime's caps (`V8CodeRuntimeConfig`), validated by the TypeScript
 /// layer in the seam's order and again here. Defaults live in the schema.
@@ -65,7 +45,8 @@ pub struct NativeConfig {
   pub max_output_bytes: f64,
   /// Heap cap of a program's isolate, in MiB. Default 512.
   pub max_old_generation_size_mb: f64,
-  /// Cap on ArrayBuffer / typed-array memory outside the heap, in MiB.
+  /// Cap on the memory a program holds outside the heap, by every route
+  /// (buffers, ICU, Intl objects, waiters, JSON nesting), in MiB.
   /// Default 512.
   pub max_external_memory_mb: f64,
   /// Runs in flight at once, each with a thread and an isolate of its own
@@ -80,6 +61,11 @@ pub struct NativeConfig {
   /// run arriving at an idle runtime starts at once. Default: available
   /// cores.
   pub prepared_isolates: u32,
+  /// How long an isolate host may go without answering the harness's
+  /// heartbeat (which it does between any two frames, whatever its runs
+  /// do) before it is killed and replaced, its started runs settling
+  /// `worker-exit`. Default 10000.
+  pub host_unresponsive_ms: f64,
 }
 
 /// Finished runs by outcome: `ok` for a completion, else the seam's
@@ -143,55 +129,67 @@ pub struct NativeStats {
   /// 16 MiB or more outside V8's own mappings or was stopped at a memory
   /// cap, and once the runtime has been idle for 250 ms after other runs.
   pub memory_returns: f64,
+  /// Isolate hosts alive and taking runs (0 while one is being replaced).
+  pub hosts: u32,
+  /// Hosts started to replace one that ended.
+  pub host_restarts: f64,
+  /// Runs that had started on a host when it ended (each settled
+  /// `worker-exit`); runs that had not started were placed again.
+  pub runs_lost_to_host_exits: f64,
+  /// How the last host that ended ended, as its runs were told.
+  pub last_host_exit: Option<String>,
+  /// Process ids of the isolate hosts alive (to inspect them from outside:
+  /// `/proc/<pid>/status`).
+  pub host_pids: Vec<u32>,
 }
 
 fn count(value: usize) -> u32 {
   u32::try_from(value).unwrap_or(u32::MAX)
 }
 
-impl NativeStats {
-  fn new(stats: SchedulerStats, waiting_on_host: usize) -> Self {
+impl From<SupervisorStats> for NativeStats {
+  fn from(stats: SupervisorStats) -> Self {
+    let host = stats.host;
     NativeStats {
-      queued: count(stats.queued),
-      in_flight: count(stats.in_flight),
-      starting: count(stats.starting),
-      computing: count(stats.computing),
-      waiting: count(stats.waiting),
-      waiting_on_host: count(waiting_on_host),
-      threads: count(stats.threads),
-      prepared_isolates: count(stats.prepared_isolates),
+      queued: host.queued.saturating_add(count(stats.waiting_for_host)),
+      in_flight: host.in_flight,
+      starting: host.starting,
+      computing: host.computing,
+      waiting: host.waiting,
+      waiting_on_host: host.waiting_on_host,
+      threads: host.threads,
+      prepared_isolates: host.prepared_isolates,
       outcomes: stats.outcomes.into(),
       refused: stats.refused as f64,
-      cpu_ms: stats.cpu.as_secs_f64() * 1000.0,
-      isolates_disposed: stats.isolates_disposed as f64,
-      memory_returns: stats.memory_returns as f64,
+      cpu_ms: host.cpu_ms,
+      isolates_disposed: host.isolates_disposed as f64,
+      memory_returns: host.memory_returns as f64,
+      hosts: stats.hosts_alive,
+      host_restarts: stats.host_restarts as f64,
+      runs_lost_to_host_exits: stats.runs_lost as f64,
+      last_host_exit: stats.last_host_end,
+      host_pids: stats.host_pids,
     }
   }
 }
 
 struct Core {
-  scheduler: Scheduler,
-  bridge: Arc<Bridge>,
-  live: Mutex<HashMap<u32, Arc<RunControl>>>,
+  supervisor: Arc<Supervisor>,
+  calls: Arc<CallOutbox>,
   disposed: AtomicBool,
   max_output_bytes: u64,
 }
 
 impl Core {
-  /// Stop every live run with `reason`, stop and join every thread.
-  fn shutdown(&self, reason: StopReason) {
+  /// Stop every run, then every host, and wait for them.
+  fn shutdown(&self) {
     self.disposed.store(true, Ordering::SeqCst);
-    self.scheduler.close();
-    let live: Vec<_> = lock(&self.live).values().cloned().collect();
-    for control in live {
-      control.stop(reason.clone());
-    }
-    self.scheduler.shutdown();
+    self.supervisor.shutdown();
   }
 }
 
-/// Runs programs in V8 isolates, each on a thread of its own while in
-/// flight (one `V8CodeRuntime`).
+/// Runs programs in isolate-host processes, each run in a V8 isolate of
+/// its own on a thread of its own while in flight (one `V8CodeRuntime`).
 #[napi]
 pub struct NativeRuntime {
   core: Arc<Core>,
@@ -201,7 +199,8 @@ type Resolver<T> = Box<dyn FnOnce(Env) -> Result<T> + Send>;
 
 #[napi]
 impl NativeRuntime {
-  /// Start the runtime. `onCalls(ids, args)` receives each batch of host calls
+  /// Start the runtime and its first isolate host (returns once the host
+  /// is ready). `onCalls(ids, args)` receives each batch of host calls
   /// (layout: `HOST_CALL_IDS` numbers per call) and answers them through
   /// `reply()` (`REPLY_IDS` numbers per reply).
   #[napi(constructor)]
@@ -213,7 +212,7 @@ impl NativeRuntime {
       Unknown<'static>,
     >,
   ) -> Result<Self> {
-    let config = RuntimeConfig {
+    let runtime_config = RuntimeConfig {
       compute_ms: config.compute_ms,
       max_wall_ms: config.max_wall_ms,
       max_output_bytes: if config.max_output_bytes.is_finite() && config.max_output_bytes >= f64::from(MIN_OUTPUT_BYTES)
@@ -229,31 +228,41 @@ impl NativeRuntime {
       prepared_isolates: config.prepared_isolates as usize,
       host: HostFacts {
         node_major: env.get_node_version()?.major,
-        hardware_concurrency: platform::available_parallelism(),
+        hardware_concurrency: available_parallelism(),
         platform: HostFacts::navigator_platform(),
       },
     };
-    config.validate().map_err(|message| Error::new(Status::InvalidArg, message))?;
-    config.check_machine_limits().map_err(|message| Error::new(Status::InvalidArg, message))?;
-    platform::ensure_initialized().map_err(|message| Error::new(Status::GenericFailure, message))?;
+    runtime_config.validate().map_err(|message| Error::new(Status::InvalidArg, message))?;
+    runtime_config.check_machine_limits().map_err(|message| Error::new(Status::InvalidArg, message))?;
+    if !(config.host_unresponsive_ms.is_finite() && config.host_unresponsive_ms > 0.0) {
+      return Err(Error::new(
+        Status::InvalidArg,
+        format!("config.hostUnresponsiveMs must be a positive number, got {}", config.host_unresponsive_ms),
+      ));
+    }
+    let executable = host_process::host_executable().map_err(|message| Error::new(Status::GenericFailure, message))?;
 
-    let bridge = Arc::new(Bridge::default());
-    let weak_bridge = Arc::downgrade(&bridge);
+    let calls = Arc::new(CallOutbox::default());
+    let weak_calls = Arc::downgrade(&calls);
     let wake: HostWake = on_calls
       .build_threadsafe_function::<()>()
       .weak::<true>()
-      .build_callback(move |_| Ok(host_call_batch(&weak_bridge)))?;
-    bridge.connect_host(Box::new(move || {
+      .build_callback(move |_| Ok(host_call_batch(&weak_calls)))?;
+    calls.connect(Box::new(move || {
       wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
     }));
-    let max_output_bytes = config.max_output_bytes;
-    let scheduler = Scheduler::start(config, bridge.clone())
-      .map_err(|error| Error::new(Status::GenericFailure, format!("starting the scheduler failed: {error}")))?;
-    let core =
-      Arc::new(Core { scheduler, bridge, live: Mutex::default(), disposed: AtomicBool::new(false), max_output_bytes });
-    // At environment teardown (process exit, worker exit) stop and join
-    // every thread: no isolate thread may outlive the environment that owns it.
-    env.add_env_cleanup_hook(core.clone(), |core| core.shutdown(StopReason::Disposed))?;
+    let max_output_bytes = runtime_config.max_output_bytes;
+    let settings = Settings {
+      config: runtime_config,
+      executable,
+      unresponsive_after: Duration::from_secs_f64((config.host_unresponsive_ms / 1000.0).min(1e9)),
+    };
+    let supervisor =
+      Supervisor::start(settings, calls.clone()).map_err(|message| Error::new(Status::GenericFailure, message))?;
+    let core = Arc::new(Core { supervisor, calls, disposed: AtomicBool::new(false), max_output_bytes });
+    // At environment teardown (process exit, worker exit) stop every run
+    // and host: no host may outlive the environment that owns it.
+    env.add_env_cleanup_hook(core.clone(), |core| core.shutdown())?;
     Ok(NativeRuntime { core })
   }
 
@@ -265,42 +274,27 @@ impl NativeRuntime {
     if self.core.disposed.load(Ordering::SeqCst) {
       return Err(Error::new(Status::GenericFailure, "run() after disposal"));
     }
-    let bindings =
-      BindingsDescriptor::parse(&bindings_json).map_err(|message| Error::new(Status::InvalidArg, message))?;
+    BindingsDescriptor::parse(&bindings_json).map_err(|message| Error::new(Status::InvalidArg, message))?;
     let (deferred, promise) = env.create_deferred::<NativeRunResult, Resolver<NativeRunResult>>()?;
-    let budget = self.core.scheduler.new_budget();
-    lock(&self.core.live).insert(run_id, budget.control().clone());
-    let core = Arc::downgrade(&self.core);
-    let submission = Submission {
-      job: RunJob { run_id, program, bindings, budget },
-      deliver: Box::new(move |output| {
-        if let Some(core) = core.upgrade() {
-          lock(&core.live).remove(&run_id);
-        }
+    let deliver = Box::new(move |end: RunEnd| match end {
+      RunEnd::Output(output) => {
         let result = NativeRunResult::from(output);
         deferred.resolve(Box::new(move |_env| Ok(result)));
-      }),
-    };
-    if let Err(refused) = self.core.scheduler.submit(submission) {
-      lock(&self.core.live).remove(&run_id);
-      let reason = if self.core.disposed.load(Ordering::SeqCst) {
-        "run() after disposal"
-      } else {
-        "the run queue is full (config.maxQueuedRuns); wait for runs to finish or raise the limit"
-      };
-      drop(refused);
-      return Err(Error::new(Status::GenericFailure, reason));
-    }
+      }
+      RunEnd::Refused => deferred.reject(Error::new(Status::GenericFailure, queue_full())),
+    });
+    self
+      .core
+      .supervisor
+      .submit(run_id, program, bindings_json, deliver)
+      .map_err(|message| Error::new(Status::GenericFailure, message))?;
     Ok(promise)
   }
 
   /// Abort a live run; its result reports `abort` with `reason`.
   #[napi]
   pub fn abort(&self, run_id: u32, reason: Utf16String) {
-    let control = lock(&self.core.live).get(&run_id).cloned();
-    if let Some(control) = control {
-      control.stop(StopReason::Abort(reason.to_vec()));
-    }
+    self.core.supervisor.abort(run_id, reason.to_vec());
   }
 
   /// Answer host calls: reply `i` settles (run `ids[3i]`, call `ids[3i+1]`),
@@ -315,11 +309,12 @@ impl NativeRuntime {
     if ids.len() != texts.len() * REPLY_IDS as usize {
       return Err(Error::new(Status::InvalidArg, format!("reply ids must hold {REPLY_IDS} numbers per text")));
     }
-    let replies = texts.into_iter().zip(ids.chunks_exact(REPLY_IDS as usize)).map(|(text, id)| {
-      let reply = if id[2] == 1 { Ok(text) } else { Err(text) };
-      (id[0], id[1], reply)
-    });
-    Ok(self.core.bridge.reply_all(replies))
+    let replies = texts
+      .into_iter()
+      .zip(ids.chunks_exact(REPLY_IDS as usize))
+      .map(|(text, id)| Reply { run_id: id[0], call_id: id[1], ok: id[2] == 1, text })
+      .collect();
+    Ok(self.core.supervisor.reply(replies))
   }
 
   /// Wait briefly, awake, for an answered run's next call (at most 30 us,
@@ -328,7 +323,7 @@ impl NativeRuntime {
   /// (`setImmediate`), never inside the turn that answered.
   #[napi]
   pub fn linger(&self) {
-    self.core.bridge.linger();
+    self.core.calls.linger();
   }
 
   /// A result for a run that fails before it starts (a pre-aborted signal),
@@ -341,18 +336,18 @@ impl NativeRuntime {
       _ => return Err(Error::new(Status::InvalidArg, format!("unknown failure kind {kind}"))),
     };
     let output = OutputLedger::new(self.core.max_output_bytes).finish_failure(kind, message.to_vec());
-    self.core.scheduler.count_outcome(&output.completion);
+    self.core.supervisor.count_outcome(&output.completion);
     Ok(output.into())
   }
 
   /// What the runtime is doing now, and what it has done (NativeStats).
   #[napi]
   pub fn stats(&self) -> NativeStats {
-    NativeStats::new(self.core.scheduler.stats(), self.core.bridge.runs_waiting_on_host())
+    self.core.supervisor.stats().into()
   }
 
   /// Dispose: live runs resolve `abort: runtime disposed`, every isolate
-  /// thread is stopped and joined, then the promise resolves.
+  /// host is stopped and its exit awaited, then the promise resolves.
   #[napi(ts_return_type = "Promise<void>")]
   pub fn dispose<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
     let (deferred, promise) = env.create_deferred::<(), Resolver<()>>()?;
@@ -360,10 +355,28 @@ impl NativeRuntime {
     std::thread::Builder::new()
       .name("dsh-v8-dispose".into())
       .spawn(move || {
-        core.shutdown(StopReason::Disposed);
+        core.shutdown();
         deferred.resolve(Box::new(|_env| Ok(())));
       })
       .map_err(|error| Error::new(Status::GenericFailure, format!("disposal failed to start: {error}")))?;
     Ok(promise)
   }
+}
+
+/// The CPUs this process may use, as the harness's Node counts them
+/// (`os.availableParallelism()`, libuv's `uv_available_parallelism`, which
+/// the node binary exports to addons), for the programs' `navigator`; the
+/// standard library's count where the symbol is not there (unit tests).
+fn available_parallelism() -> u32 {
+  type UvAvailableParallelism = unsafe extern "C" fn() -> libc::c_uint;
+  // SAFETY: dlsym with RTLD_DEFAULT only looks a name up in the objects
+  // already loaded; the name is a NUL-terminated literal.
+  let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"uv_available_parallelism".as_ptr()) };
+  if symbol.is_null() {
+    return std::thread::available_parallelism().map_or(1, |count| count.get() as u32);
+  }
+  // SAFETY: the symbol is libuv's `unsigned int uv_available_parallelism(void)`,
+  // which takes nothing and only reads the process's CPU affinity and limits.
+  let count = unsafe { std::mem::transmute::<*mut libc::c_void, UvAvailableParallelism>(symbol)() };
+  count.max(1)
 }

@@ -4,12 +4,12 @@
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::ledger::{Completion, Logs, Output};
+use dsh_protocol::ledger::{Completion, Logs, Output};
 
 /// The smallest `maxOutputBytes`: the room for `[]` and an empty failure
 /// message's quotes.
 #[napi]
-pub const MIN_OUTPUT_BYTES: u32 = 4;
+pub const MIN_OUTPUT_BYTES: u32 = dsh_protocol::config::MIN_OUTPUT_BYTES;
 
 /// A finished run. `valueJson` is present iff the run completed with a
 /// value; `errorKind`/`errorMessage` iff it failed.

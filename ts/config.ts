@@ -23,10 +23,11 @@ export const Config: z<V8CodeRuntimeConfig> = z.object({
   maxWallMs: z.number().default(600_000).description('wall-clock ceiling of a run (ms)'),
   maxOutputBytes: z.number().default(67_108_864).description('exact JSON byte cap over logs + value/message'),
   maxOldGenerationSizeMb: z.number().default(512).description('heap cap of a program isolate (MiB)'),
-  maxExternalMemoryMb: z.number().default(512).description('ArrayBuffer memory cap outside the heap (MiB)'),
+  maxExternalMemoryMb: z.number().default(512).description('memory cap outside the heap, every route (MiB)'),
   maxConcurrentRuns: z.number().default(2048).description('runs in flight at once, waiting ones included'),
   maxQueuedRuns: z.number().default(10_000).description('runs that may wait for admission'),
   preparedIsolates: z.number().default(Math.max(1, os.availableParallelism())).description('isolates kept prepared'),
+  hostUnresponsiveMs: z.number().default(10_000).description('silence after which an isolate host is replaced (ms)'),
 }) as z<V8CodeRuntimeConfig>
 
 /**

@@ -33,10 +33,23 @@ pub struct RunJob {
   pub budget: Arc<RunBudget>,
 }
 
+/// What a run tells the harness while it executes, as it happens: the
+/// host's channel (`main.rs`) sends each at once, so that the harness
+/// knows which runs a dying host takes with it and keeps every log entry
+/// they wrote.
+pub trait RunEvents: Send + Sync {
+  /// The run is about to execute program code.
+  fn started(&self, run_id: u32);
+  /// The program wrote a log entry (every entry offered to the run's
+  /// ledger, in order).
+  fn log(&self, run_id: u32, text: &[u16]);
+}
+
 /// What a run thread shares with every run it executes.
 pub struct RunContext<'a> {
   pub config: &'a RuntimeConfig,
   pub bridge: &'a Arc<Bridge>,
+  pub events: &'a Arc<dyn RunEvents>,
 }
 
 fn utf16(text: &str) -> Vec<u16> {
@@ -51,6 +64,7 @@ struct RunHost {
   bridge: Arc<Bridge>,
   mailbox: Arc<Mailbox>,
   ledger: RefCell<Option<OutputLedger>>,
+  events: Arc<dyn RunEvents>,
   settlement: RefCell<Option<(Settlement, Vec<u16>)>>,
   started: Instant,
   external_memory: Arc<ExternalMemory>,
@@ -58,6 +72,7 @@ struct RunHost {
 
 impl SandboxHost for RunHost {
   fn log(&self, text: Vec<u16>) -> bool {
+    self.events.log(self.run_id, &text);
     let admitted = self.ledger.borrow_mut().as_mut().is_some_and(|ledger| ledger.admit(&text));
     if !admitted {
       self.control.stop(StopReason::OutputLimit);
@@ -239,6 +254,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
     bridge: context.bridge.clone(),
     mailbox: context.bridge.open(job.run_id),
     ledger: RefCell::new(Some(ledger)),
+    events: context.events.clone(),
     settlement: RefCell::new(None),
     started: Instant::now(),
     external_memory: isolate.external_memory.clone(),
@@ -262,6 +278,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
     });
   }
   let metering = job.budget.meter_this_thread();
+  context.events.started(job.run_id);
 
   let loop_error = match start_program(isolate, &code, &job.bindings) {
     Err(message) => Some(message),

@@ -2,8 +2,14 @@
 //! the seam's messages; [`RuntimeConfig::validate`] checks them again so a
 //! direct caller of the addon cannot hand the scheduler nonsense.
 
-/// Every cap of one runtime; no hidden default lives anywhere else.
-#[derive(Debug, Clone)]
+/// The smallest `maxOutputBytes`: the room for `[]` and an empty failure
+/// message's quotes.
+pub const MIN_OUTPUT_BYTES: u32 = 4;
+
+/// Every cap of one runtime; no hidden default lives anywhere else. The
+/// harness validates it and hands it to each isolate host (as JSON, in
+/// the channel's first frame).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RuntimeConfig {
   /// CPU time a program may burn, in milliseconds.
   pub compute_ms: f64,
@@ -28,7 +34,7 @@ pub struct RuntimeConfig {
 
 /// The host as its Node reports it, for the program's `navigator` and the
 /// APIs that follow the host's Node line (console rendering, Buffer).
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HostFacts {
   /// Major version of the Node that hosts the runtime.
@@ -71,11 +77,8 @@ impl RuntimeConfig {
         return Err(format!("config.{key} must be a positive number, got {value}"));
       }
     }
-    if self.max_output_bytes < u64::from(crate::run_result::MIN_OUTPUT_BYTES) {
-      return Err(format!(
-        "config.maxOutputBytes must be a safe integer of at least {}",
-        crate::run_result::MIN_OUTPUT_BYTES
-      ));
+    if self.max_output_bytes < u64::from(MIN_OUTPUT_BYTES) {
+      return Err(format!("config.maxOutputBytes must be a safe integer of at least {}", MIN_OUTPUT_BYTES));
     }
     let counts = [
       ("maxConcurrentRuns", self.max_concurrent_runs),

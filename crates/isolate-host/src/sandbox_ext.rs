@@ -347,12 +347,12 @@ fn op_dsh_latin1_write(scope: &mut v8::PinScope, text: v8::Local<v8::String>, #[
 const LAZY_SOURCES: [(&str, &str); 6] = [
   // The `buffer` package, bundled (scripts/vendor-buffer.mjs): a script that
   // leaves the package's exports in `bufferPackage`.
-  ("bufferPackage", include_str!("../js/vendor/buffer_package.js")),
-  ("buffer", include_str!("../js/lazy/buffer.js")),
-  ("crypto", include_str!("../js/lazy/crypto.js")),
-  ("events", include_str!("../js/lazy/events.js")),
-  ("navigator", include_str!("../js/lazy/navigator.js")),
-  ("performance", include_str!("../js/lazy/performance.js")),
+  ("bufferPackage", include_str!("../../../js/vendor/buffer_package.js")),
+  ("buffer", include_str!("../../../js/lazy/buffer.js")),
+  ("crypto", include_str!("../../../js/lazy/crypto.js")),
+  ("events", include_str!("../../../js/lazy/events.js")),
+  ("navigator", include_str!("../../../js/lazy/navigator.js")),
+  ("performance", include_str!("../../../js/lazy/performance.js")),
 ];
 
 /// The source of lazy module number `index` (see [`LAZY_SOURCES`]); empty
@@ -535,7 +535,7 @@ deno_core::extension!(
     op_dsh_protocol,
   ],
   js = [
-    dir "js",
+    dir "../../js",
     "00_primordials.js",
     "01_lossless_json.js",
     "02_inspect.js",

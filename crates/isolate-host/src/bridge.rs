@@ -1,9 +1,10 @@
 //! The binding bridge: host calls out of the isolates, replies back in.
 //!
 //! A program-side `await tools.x(args)` queues the call here through a sync
-//! op and gets a call id. The host (Node's main thread) is woken ONCE per
-//! batch: while a wake-up is pending, further calls only join the outbox,
-//! and the wake-up itself carries the whole batch to JS. Replies come back in
+//! op and gets a call id. The channel's call sender (`main.rs`) is woken
+//! ONCE per batch: while a wake-up is pending, further calls only join the
+//! outbox, and the sender carries the whole batch to the harness in one
+//! frame. Replies come back in
 //! batches too, into the run's mailbox, and the run's single reply pump (an
 //! async op armed only while calls are pending) takes them all at once. So
 //! `Promise.all` over thousands of calls costs a few thread hops and no
@@ -11,10 +12,10 @@
 //! no mailbox and is dropped.
 //!
 //! Sequential calls (`await tools.a(); await tools.b()`) are bound by the
-//! two thread wake-ups of each round trip, not by work. Both ends therefore
-//! wait briefly, awake, for the other's next message before they sleep: the
-//! reply pump for the reply ([`SPIN_BEFORE_PARK`]), the host for the next
-//! call ([`HostSpin`]). See each for what it costs and why it is bounded.
+//! thread and process wake-ups of each round trip, not by work. Both ends
+//! therefore wait briefly, awake, for the other's next message before they
+//! sleep: the reply pump here for the reply ([`SPIN_BEFORE_PARK`]), the
+//! harness for the next call (the addon's `HostSpin`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -23,19 +24,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use dsh_protocol::frame::HostCall;
+
 use crate::budget;
 use crate::lock::lock;
-
-/// One call from a program to a host function.
-#[derive(Debug)]
-pub struct HostCall {
-  pub run_id: u32,
-  pub call_id: u32,
-  pub namespace: u32,
-  pub function: u32,
-  /// Lossless JSON text of the argument.
-  pub args: String,
-}
 
 /// A host function's answer: resolution JSON text, or the rejection
 /// message as a JSON string literal.
@@ -125,61 +117,18 @@ struct Outbox {
   wake_pending: bool,
 }
 
-/// How long the host thread, having answered, stays awake for the program's
-/// next call before returning to its event loop (where it would sleep and
-/// need waking). A program that awaits a quick binding issues its next call a
-/// few microseconds after the reply lands; waking Node's sleeping main thread
-/// instead costs 15-25 us on a VM. The wait is bounded, never runs JS, and
-/// backs off when it keeps missing (programs that compute between calls), so
-/// it cannot hold the host's event loop for more than this per answered batch.
-const HOST_SPIN: Duration = Duration::from_micros(30);
-
-/// The host's adaptive wait for the next call (see [`HOST_SPIN`]). After `n`
-/// consecutive misses the next `2^n - 1` (at most 63) answered batches skip
-/// the wait, so a program that never calls right back costs the host at most
-/// one wait in 64 answers; one hit restores it.
-#[derive(Default)]
-struct HostSpin {
-  misses: AtomicU32,
-  skip: AtomicU32,
-}
-
-impl HostSpin {
-  fn wait_for(&self, ready: impl Fn() -> bool) {
-    let skip = self.skip.load(Ordering::Relaxed);
-    if skip > 0 {
-      self.skip.store(skip - 1, Ordering::Relaxed);
-      return;
-    }
-    let until = Instant::now() + HOST_SPIN;
-    while !ready() {
-      if Instant::now() >= until {
-        let misses = (self.misses.load(Ordering::Relaxed) + 1).min(6);
-        self.misses.store(misses, Ordering::Relaxed);
-        self.skip.store((1 << misses) - 1, Ordering::Relaxed);
-        return;
-      }
-      std::hint::spin_loop();
-    }
-    self.misses.store(0, Ordering::Relaxed);
-  }
-}
-
-/// The host's wake-up: asks Node's main thread to come and take the outbox.
+/// The wake-up of whoever carries the outbox to the harness.
 pub type WakeHost = Box<dyn Fn() + Send + Sync>;
 
 /// The per-runtime router between isolate threads and the host.
 #[derive(Default)]
 pub struct Bridge {
   outbox: Mutex<Outbox>,
-  /// Mirrors `!outbox.calls.is_empty()` for the host's spin (no lock).
-  calls_waiting: AtomicBool,
   mailboxes: Mutex<HashMap<u32, Arc<Mailbox>>>,
   next_call: AtomicU32,
   /// Set once, right after construction: the wake-up carries the bridge
   /// (weakly), so the bridge cannot be handed it at construction.
   wake_host: OnceLock<WakeHost>,
-  host_spin: HostSpin,
 }
 
 impl Bridge {
@@ -214,7 +163,6 @@ impl Bridge {
     let wake = {
       let mut outbox = lock(&self.outbox);
       outbox.calls.push(HostCall { run_id, call_id, namespace, function, args });
-      self.calls_waiting.store(true, Ordering::Release);
       !std::mem::replace(&mut outbox.wake_pending, true)
     };
     if wake {
@@ -229,14 +177,12 @@ impl Bridge {
   pub fn drain(&self) -> Vec<HostCall> {
     let mut outbox = lock(&self.outbox);
     outbox.wake_pending = false;
-    self.calls_waiting.store(false, Ordering::Relaxed);
     std::mem::take(&mut outbox.calls)
   }
 
   /// Deliver host replies, waking each run's pump once; replies for ended
-  /// runs are dropped. Returns whether a live run was answered (its next
-  /// call is then likely imminent: see [`Bridge::linger`]).
-  pub fn reply_all(&self, replies: impl Iterator<Item = (u32, u32, Reply)>) -> bool {
+  /// runs are dropped.
+  pub fn reply_all(&self, replies: impl Iterator<Item = (u32, u32, Reply)>) {
     let mut touched: Vec<Arc<Mailbox>> = Vec::new();
     {
       let mailboxes = lock(&self.mailboxes);
@@ -251,54 +197,8 @@ impl Bridge {
         }
       }
     }
-    let answered = !touched.is_empty();
     for mailbox in touched {
       mailbox.wake();
     }
-    answered
-  }
-
-  /// The host thread, having answered a live run and finished its turn,
-  /// waits briefly (see [`HOST_SPIN`]) for the run's next call, so that the
-  /// call's wake-up finds it awake instead of asleep in its event loop. Run
-  /// after the host's turn ends (not inside it), so each call is still taken
-  /// in a turn of its own and the host's other work interleaves with them.
-  pub fn linger(&self) {
-    if !spinning_helps() {
-      return;
-    }
-    self.host_spin.wait_for(|| self.calls_waiting.load(Ordering::Acquire));
-  }
-}
-
-#[cfg(test)]
-mod tests {
-  use super::*;
-  use std::cell::Cell;
-
-  /// How many of `answers` waits consulted `ready` (i.e. were not skipped).
-  fn waits(spin: &HostSpin, answers: usize, ready: bool) -> usize {
-    let consulted = Cell::new(0);
-    for _ in 0..answers {
-      let seen = Cell::new(false);
-      spin.wait_for(|| {
-        seen.set(true);
-        ready
-      });
-      consulted.set(consulted.get() + usize::from(seen.get()));
-    }
-    consulted.get()
-  }
-
-  #[test]
-  fn host_spin_backs_off_while_calls_do_not_follow_and_recovers_on_a_hit() {
-    let spin = HostSpin::default();
-    // Misses back off 1, 3, 7, ... 63 answers: 200 answers wait 8 times.
-    assert_eq!(waits(&spin, 200, false), 8);
-    // Once the backoff has run out, one hit restores waiting on every answer.
-    let skipped = spin.skip.load(Ordering::Relaxed) as usize;
-    waits(&spin, skipped, true);
-    assert_eq!(waits(&spin, 1, true), 1);
-    assert_eq!(waits(&spin, 50, true), 50);
   }
 }

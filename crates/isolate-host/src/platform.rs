@@ -1,11 +1,9 @@
 //! The one V8 platform of the process.
 //!
-//! Initialised once, on the Node thread that first constructs a runtime,
-//! before any run thread exists (a thread created before V8's platform
-//! on a CPU with memory protection keys faults the first time it runs JS).
-//! Never torn down: V8 outlives every runtime, and the addon is linked
-//! `-z nodelete` so it stays mapped until the process ends. Loading the
-//! addon again from a worker thread shares this same initialisation.
+//! Initialised once, on the host's main thread before any run thread
+//! exists (a thread created before V8's platform on a CPU with memory
+//! protection keys faults the first time it runs JS). Never torn down: V8
+//! lives as long as the host process.
 
 use std::sync::OnceLock;
 
@@ -41,22 +39,4 @@ pub fn ensure_initialized() -> Result<(), String> {
       Ok(())
     })
     .clone()
-}
-
-/// The CPUs this process may use, as the host's Node counts them
-/// (`os.availableParallelism()`, libuv's `uv_available_parallelism`, which
-/// the node binary exports to addons); the standard library's count where
-/// the symbol is not there (the unit tests' own binary).
-pub fn available_parallelism() -> u32 {
-  type UvAvailableParallelism = unsafe extern "C" fn() -> libc::c_uint;
-  // SAFETY: dlsym with RTLD_DEFAULT only looks a name up in the objects
-  // already loaded; the name is a NUL-terminated literal.
-  let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"uv_available_parallelism".as_ptr()) };
-  if symbol.is_null() {
-    return std::thread::available_parallelism().map_or(1, |count| count.get() as u32);
-  }
-  // SAFETY: the symbol is libuv's `unsigned int uv_available_parallelism(void)`,
-  // which takes nothing and only reads the process's CPU affinity and limits.
-  let count = unsafe { std::mem::transmute::<*mut libc::c_void, UvAvailableParallelism>(symbol)() };
-  count.max(1)
 }

@@ -39,9 +39,9 @@ use crate::budget::{self, Phase, PhaseObserver, RunBudget};
 use crate::config::RuntimeConfig;
 use crate::control::RunControl;
 use crate::isolate::PreparedIsolate;
-use crate::ledger::{Completion, FailureKind, Output, OutputLedger};
+use crate::ledger::{FailureKind, Outcomes, Output, OutputLedger};
 use crate::lock::lock;
-use crate::run::{execute, finish_stopped, RunContext, RunJob};
+use crate::run::{execute, finish_stopped, RunContext, RunEvents, RunJob};
 use crate::watchdog::Watchdog;
 
 /// How long a run may compute without a pause (a wait on the host or a
@@ -77,35 +77,6 @@ const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
 pub struct Submission {
   pub job: RunJob,
   pub deliver: Box<dyn FnOnce(Output) + Send>,
-}
-
-/// Finished runs by outcome (the seam's kinds, `ok` for a completion).
-#[derive(Default, Clone, Copy)]
-pub struct Outcomes {
-  pub ok: u64,
-  pub exception: u64,
-  pub timeout: u64,
-  pub abort: u64,
-  pub worker_exit: u64,
-  pub invalid_output: u64,
-  pub output_limit: u64,
-}
-
-impl Outcomes {
-  pub fn count(&mut self, completion: &Completion) {
-    let counter = match completion {
-      Completion::Value(_) | Completion::NoValue => &mut self.ok,
-      Completion::Failure { kind, .. } => match kind {
-        FailureKind::Exception => &mut self.exception,
-        FailureKind::Timeout => &mut self.timeout,
-        FailureKind::Abort => &mut self.abort,
-        FailureKind::WorkerExit => &mut self.worker_exit,
-        FailureKind::InvalidOutput => &mut self.invalid_output,
-        FailureKind::OutputLimit => &mut self.output_limit,
-      },
-    };
-    *counter += 1;
-  }
 }
 
 /// What the scheduler reports to operators (`stats()`); the run counts
@@ -230,6 +201,7 @@ struct Shared {
   handles: Mutex<HashMap<usize, JoinHandle<()>>>,
   config: RuntimeConfig,
   bridge: Arc<Bridge>,
+  events: Arc<dyn RunEvents>,
   watchdog: Watchdog,
 }
 
@@ -240,7 +212,7 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-  pub fn start(config: RuntimeConfig, bridge: Arc<Bridge>) -> std::io::Result<Scheduler> {
+  pub fn start(config: RuntimeConfig, bridge: Arc<Bridge>, events: Arc<dyn RunEvents>) -> std::io::Result<Scheduler> {
     let shared = Arc::new(Shared {
       state: Mutex::new(State {
         queue: VecDeque::new(),
@@ -267,6 +239,7 @@ impl Scheduler {
       watchdog: Watchdog::start()?,
       config,
       bridge,
+      events,
     });
     let thread = std::thread::Builder::new().name("dsh-v8-scheduler".into()).spawn({
       let shared = shared.clone();
@@ -290,10 +263,11 @@ impl Scheduler {
   }
 
   /// The budget of a run submitted now, from this runtime's `computeMs`
-  /// and `maxWallMs`. Its phases are reported to the scheduler, and its
+  /// and the `wall` left of its `maxWallMs` (all of it, unless the run was
+  /// placed here again after its first host died). Its phases are reported to the scheduler, and its
   /// stop switch tells the scheduler after every stop, so that a run
   /// stopped while still queued is finished at once.
-  pub fn new_budget(&self) -> Arc<RunBudget> {
+  pub fn new_budget(&self, wall: Duration) -> Arc<RunBudget> {
     let shared = Arc::downgrade(&self.shared);
     let on_stop: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
       if let Some(shared) = shared.upgrade() {
@@ -307,7 +281,7 @@ impl Scheduler {
     Arc::new(RunBudget::new(
       Arc::new(RunControl::new(Some(on_stop))),
       Duration::from_secs_f64(config.compute_ms / 1000.0),
-      Duration::from_secs_f64(config.max_wall_ms / 1000.0),
+      wall,
       self.shared.occupancy.clone(),
     ))
   }
@@ -328,11 +302,6 @@ impl Scheduler {
     state.queue.push_back(submission);
     shared.admit_and_hand_on(&mut state);
     Ok(())
-  }
-
-  /// A run refused before submission (a pre-aborted signal) still counts.
-  pub fn count_outcome(&self, completion: &Completion) {
-    lock(&self.shared.state).outcomes.count(completion);
   }
 
   pub fn stats(&self) -> SchedulerStats {
@@ -713,7 +682,7 @@ fn run_thread(shared: &Shared, id: usize) {
       return shared.retire(id);
     }
   };
-  let context = RunContext { config: &shared.config, bridge: &shared.bridge };
+  let context = RunContext { config: &shared.config, bridge: &shared.bridge, events: &shared.events };
   loop {
     let prepared = {
       let _entered = runtime.enter();
@@ -733,10 +702,10 @@ fn run_thread(shared: &Shared, id: usize) {
     };
     let (delivery, wanted) = shared.run_ended(submission, output);
     delivery.deliver();
-    // Delivery just woke Node's main thread. The kernel often queues it on
-    // this CPU (wake-affine), behind this thread, which is about to spend
+    // Delivery just woke the harness's channel reader. The kernel often
+    // queues it on this CPU (wake-affine), behind this thread, which is about to spend
     // ~2 ms disposing of the spent isolate and preparing the next one: the
-    // host would see the result only then. Yield once so it runs first.
+    // harness would see the result only then. Yield once so it runs first.
     std::thread::yield_now();
     if let Some(spent) = spent {
       let disposal = {
@@ -828,6 +797,18 @@ mod tests {
   use crate::ledger::Completion;
   use crate::platform;
 
+  /// Runs here tell nobody what they do.
+  struct Unobserved;
+
+  impl RunEvents for Unobserved {
+    fn started(&self, _run_id: u32) {}
+    fn log(&self, _run_id: u32, _text: &[u16]) {}
+  }
+
+  fn wall() -> Duration {
+    Duration::from_secs_f64(config().max_wall_ms / 1000.0)
+  }
+
   fn config() -> RuntimeConfig {
     RuntimeConfig {
       compute_ms: 60_000.0,
@@ -853,8 +834,9 @@ mod tests {
   #[test]
   fn a_run_queued_behind_busy_slots_starts_when_the_quantum_is_over() {
     platform::ensure_initialized().expect("V8 initialises");
-    let scheduler = Scheduler::start(config(), Arc::new(Bridge::default())).expect("the scheduler starts");
-    let busy: Vec<Arc<RunBudget>> = (0..compute_slots()).map(|_| scheduler.new_budget()).collect();
+    let scheduler =
+      Scheduler::start(config(), Arc::new(Bridge::default()), Arc::new(Unobserved)).expect("the scheduler starts");
+    let busy: Vec<Arc<RunBudget>> = (0..compute_slots()).map(|_| scheduler.new_budget(wall())).collect();
     {
       let mut state = lock(&scheduler.shared.state);
       for (i, budget) in busy.iter().enumerate() {
@@ -867,7 +849,7 @@ mod tests {
       run_id: 1,
       program: "return 6 * 7".into(),
       bindings: BindingsDescriptor::parse(r#"{"namespaces":[]}"#).expect("an empty descriptor"),
-      budget: scheduler.new_budget(),
+      budget: scheduler.new_budget(wall()),
     };
     let deliver = Box::new(move |output: Output| {
       let _ = send.send(output.completion);

@@ -28,6 +28,27 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
+  /// Every kind, in the order of its code on the channel
+  /// (`frame.rs`: a failure crosses as its index here).
+  const ALL: [FailureKind; 6] = [
+    FailureKind::Exception,
+    FailureKind::Timeout,
+    FailureKind::Abort,
+    FailureKind::WorkerExit,
+    FailureKind::InvalidOutput,
+    FailureKind::OutputLimit,
+  ];
+
+  /// The kind's code on the channel.
+  pub fn code(self) -> u8 {
+    FailureKind::ALL.iter().position(|kind| *kind == self).map_or(u8::MAX, |at| at as u8)
+  }
+
+  /// The kind with this code, if any.
+  pub fn from_code(code: u8) -> Option<FailureKind> {
+    FailureKind::ALL.get(usize::from(code)).copied()
+  }
+
   /// The seam's spelling of the kind.
   pub fn as_str(self) -> &'static str {
     match self {
@@ -38,6 +59,35 @@ impl FailureKind {
       FailureKind::InvalidOutput => "invalid-output",
       FailureKind::OutputLimit => "output-limit",
     }
+  }
+}
+
+/// Finished runs by outcome (the seam's kinds, `ok` for a completion).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Outcomes {
+  pub ok: u64,
+  pub exception: u64,
+  pub timeout: u64,
+  pub abort: u64,
+  pub worker_exit: u64,
+  pub invalid_output: u64,
+  pub output_limit: u64,
+}
+
+impl Outcomes {
+  pub fn count(&mut self, completion: &Completion) {
+    let counter = match completion {
+      Completion::Value(_) | Completion::NoValue => &mut self.ok,
+      Completion::Failure { kind, .. } => match kind {
+        FailureKind::Exception => &mut self.exception,
+        FailureKind::Timeout => &mut self.timeout,
+        FailureKind::Abort => &mut self.abort,
+        FailureKind::WorkerExit => &mut self.worker_exit,
+        FailureKind::InvalidOutput => &mut self.invalid_output,
+        FailureKind::OutputLimit => &mut self.output_limit,
+      },
+    };
+    *counter += 1;
   }
 }
 

@@ -1,0 +1,31 @@
+//! The isolate host: the process that runs programs. Everything that runs
+//! a program's JavaScript lives here (V8 and its platform, the scheduler
+//! and its prepared isolates, budgets, the watchdog, memory accounting and
+//! return, TypeScript stripping); the harness's addon starts hosts,
+//! supervises them and speaks to each over one channel (`dsh_protocol`).
+//! A host that dies (a V8 fatal, a signal, the OOM killer, a bug) takes
+//! only its own runs with it. `main.rs` is the process; the modules below
+//! are the engine, also exercised directly by the unit tests.
+
+#![deny(clippy::unwrap_used)]
+// Unit tests may unwrap: a panic there is a failed test, not a crashed host.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod allocator;
+pub mod bridge;
+mod budget;
+pub mod control;
+mod external_memory;
+mod icu_memory;
+mod isolate;
+#[cfg(test)]
+mod isolate_cost;
+pub mod platform;
+pub mod run;
+mod sandbox_ext;
+pub mod scheduler;
+pub mod transpile;
+mod watchdog;
+
+pub use control::StopReason;
+pub use dsh_protocol::{bindings_descriptor, config, ledger, lock};

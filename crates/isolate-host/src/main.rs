@@ -1,0 +1,287 @@
+//! `dsh-isolate-host`: one isolate-host process. The harness's addon
+//! starts it with the channel (a Unix socket) as its standard input,
+//! nothing in its environment and `/` as its working directory, and
+//! speaks `dsh_protocol::frame` over it: a `Configure` frame first, then
+//! submissions, aborts, replies and stats requests; the host answers with
+//! `Ready`, then each run's start, log entries, host calls and result.
+//!
+//! The host lives only as long as the harness wants it: it asks the kernel
+//! to kill it when the harness dies (`PR_SET_PDEATHSIG`), and it exits at
+//! once when the channel closes. A panic anywhere ends the process (the
+//! harness settles its runs as `worker-exit`), never a thread alone, which
+//! would leave a run that never settles.
+
+use std::collections::HashMap;
+use std::io::{BufReader, Write};
+use std::os::fd::FromRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use dsh_isolate_host::bindings_descriptor::BindingsDescriptor;
+use dsh_isolate_host::bridge::Bridge;
+use dsh_isolate_host::config::RuntimeConfig;
+use dsh_isolate_host::control::RunControl;
+use dsh_isolate_host::lock::lock;
+use dsh_isolate_host::run::{RunEvents, RunJob};
+use dsh_isolate_host::scheduler::{Scheduler, Submission};
+use dsh_isolate_host::{platform, StopReason};
+use dsh_protocol::frame::{read_frame, FromHost, HostStats, ToHost};
+use dsh_protocol::ledger::{FailureKind, OutputLedger};
+
+/// The host's end of the channel, written by every thread that has
+/// something to say: each frame is one `write_all` under the lock, so
+/// frames never interleave. A write that fails means the harness is gone:
+/// the host ends.
+struct Channel {
+  stream: Mutex<UnixStream>,
+}
+
+impl Channel {
+  fn send(&self, message: &FromHost) {
+    let mut frame = Vec::new();
+    message.encode(&mut frame);
+    self.send_frame(&frame);
+  }
+
+  fn send_frame(&self, frame: &[u8]) {
+    if lock(&self.stream).write_all(frame).is_err() {
+      gone();
+    }
+  }
+}
+
+/// The harness closed the channel or died: nothing here is wanted any more.
+fn gone() -> ! {
+  // SAFETY: _exit ends the process without running destructors or atexit
+  // handlers, which is what is wanted with V8 threads still running.
+  unsafe { libc::_exit(0) }
+}
+
+/// Runs report to the harness through the channel.
+struct ChannelEvents {
+  channel: Arc<Channel>,
+  /// A log entry longer than this many units can never be admitted by the
+  /// ledger (each unit is at least one JSON byte); only this much of it
+  /// crosses, which decides the same for the harness's replay.
+  max_log_units: usize,
+}
+
+impl RunEvents for ChannelEvents {
+  fn started(&self, run_id: u32) {
+    self.channel.send(&FromHost::Started { run_id });
+  }
+
+  fn log(&self, run_id: u32, text: &[u16]) {
+    let mut frame = Vec::with_capacity(16 + text.len().min(self.max_log_units) * 2);
+    dsh_protocol::frame::encode_log(&mut frame, run_id, &text[..text.len().min(self.max_log_units)]);
+    self.channel.send_frame(&frame);
+  }
+}
+
+/// Carries the bridge's queued host calls to the harness: woken once per
+/// batch by the bridge, it takes every call queued by then into one frame.
+struct CallSender {
+  woken: Mutex<bool>,
+  bell: Condvar,
+}
+
+impl CallSender {
+  fn wake(&self) {
+    *lock(&self.woken) = true;
+    self.bell.notify_one();
+  }
+
+  fn run(&self, bridge: &Bridge, channel: &Channel) -> ! {
+    loop {
+      {
+        let mut woken = lock(&self.woken);
+        while !*woken {
+          woken = self.bell.wait(woken).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        *woken = false;
+      }
+      let calls = bridge.drain();
+      if !calls.is_empty() {
+        channel.send(&FromHost::Calls(calls));
+      }
+    }
+  }
+}
+
+fn main() {
+  // A panic on any thread ends the host: its runs settle as worker-exit in
+  // the harness, instead of one of them waiting forever on a dead thread.
+  std::panic::set_hook(Box::new(|info| {
+    let message = info
+      .payload()
+      .downcast_ref::<&str>()
+      .map(|text| (*text).to_owned())
+      .or_else(|| info.payload().downcast_ref::<String>().cloned())
+      .unwrap_or_else(|| "a panic".to_owned());
+    eprintln!("dsh-isolate-host: internal error: {message}");
+    std::process::abort();
+  }));
+  die_with_parent();
+
+  // SAFETY: the harness starts this process with the channel, a Unix
+  // stream socket, as standard input, and nothing else owns fd 0.
+  let stream = unsafe { UnixStream::from_raw_fd(0) };
+  let Ok(write_half) = stream.try_clone() else { gone() };
+  let channel = Arc::new(Channel { stream: Mutex::new(write_half) });
+  let mut reader = BufReader::with_capacity(256 * 1024, stream);
+  let mut frame = Vec::new();
+
+  let config = match read_frame(&mut reader, &mut frame).map(|more| more.then(|| ToHost::decode(&frame))) {
+    Ok(Some(Ok(ToHost::Configure { config }))) => *config,
+    _ => {
+      eprintln!("dsh-isolate-host: the channel's first frame must configure the host");
+      std::process::exit(2);
+    }
+  };
+  if let Err(message) = platform::ensure_initialized() {
+    eprintln!("dsh-isolate-host: {message}");
+    std::process::exit(2);
+  }
+
+  let bridge = Arc::new(Bridge::default());
+  let sender = Arc::new(CallSender { woken: Mutex::new(false), bell: Condvar::new() });
+  {
+    let sender = sender.clone();
+    bridge.connect_host(Box::new(move || sender.wake()));
+  }
+  {
+    let (sender, bridge, channel) = (sender.clone(), bridge.clone(), channel.clone());
+    let spawned =
+      std::thread::Builder::new().name("dsh-host-calls".into()).spawn(move || sender.run(&bridge, &channel));
+    if spawned.is_err() {
+      eprintln!("dsh-isolate-host: the call sender could not start");
+      std::process::exit(2);
+    }
+  }
+  let max_log_units = usize::try_from(config.max_output_bytes).unwrap_or(usize::MAX);
+  let events = Arc::new(ChannelEvents { channel: channel.clone(), max_log_units });
+  let scheduler = match Scheduler::start(config.clone(), bridge.clone(), events) {
+    Ok(scheduler) => scheduler,
+    Err(error) => {
+      eprintln!("dsh-isolate-host: starting the scheduler failed: {error}");
+      std::process::exit(2);
+    }
+  };
+  channel.send(&FromHost::Ready);
+
+  let live: Arc<Mutex<HashMap<u32, Arc<RunControl>>>> = Arc::default();
+  loop {
+    match read_frame(&mut reader, &mut frame) {
+      Ok(true) => {}
+      // The harness closed the channel (or died): nothing here is wanted.
+      Ok(false) | Err(_) => gone(),
+    }
+    let Ok(message) = ToHost::decode(&frame) else {
+      eprintln!("dsh-isolate-host: the harness sent a frame that does not decode");
+      std::process::exit(2);
+    };
+    match message {
+      ToHost::Submit { run_id, wall_ms, program, bindings_json } => {
+        submit(&scheduler, &config, &channel, &live, run_id, wall_ms, program, &bindings_json)
+      }
+      ToHost::Abort { run_id, reason } => {
+        let control = lock(&live).get(&run_id).cloned();
+        if let Some(control) = control {
+          control.stop(StopReason::Abort(reason));
+        }
+      }
+      ToHost::Replies(replies) => bridge.reply_all(replies.into_iter().map(|reply| {
+        let answer = if reply.ok { Ok(reply.text) } else { Err(reply.text) };
+        (reply.run_id, reply.call_id, answer)
+      })),
+      ToHost::StatsRequest { seq } => {
+        let stats = scheduler.stats();
+        let count = |value: usize| u32::try_from(value).unwrap_or(u32::MAX);
+        let stats = HostStats {
+          queued: count(stats.queued),
+          in_flight: count(stats.in_flight),
+          starting: count(stats.starting),
+          computing: count(stats.computing),
+          waiting: count(stats.waiting),
+          waiting_on_host: count(bridge.runs_waiting_on_host()),
+          threads: count(stats.threads),
+          prepared_isolates: count(stats.prepared_isolates),
+          cpu_ms: stats.cpu.as_secs_f64() * 1000.0,
+          isolates_disposed: stats.isolates_disposed,
+          memory_returns: stats.memory_returns,
+        };
+        channel.send(&FromHost::Stats { seq, stats });
+      }
+      ToHost::Shutdown => {
+        // Disposal: no more admissions, every live run stopped (each still
+        // reports its result), every thread joined; then the host is done.
+        scheduler.close();
+        let controls: Vec<_> = lock(&live).values().cloned().collect();
+        for control in controls {
+          control.stop(StopReason::Disposed);
+        }
+        scheduler.shutdown();
+        std::process::exit(0);
+      }
+      ToHost::Configure { .. } => {
+        eprintln!("dsh-isolate-host: the harness configured the host twice");
+        std::process::exit(2);
+      }
+    }
+  }
+}
+
+/// Queue one run; its result (or its refusal) goes back on the channel.
+#[allow(clippy::too_many_arguments)]
+fn submit(
+  scheduler: &Scheduler,
+  config: &RuntimeConfig,
+  channel: &Arc<Channel>,
+  live: &Arc<Mutex<HashMap<u32, Arc<RunControl>>>>,
+  run_id: u32,
+  wall_ms: f64,
+  program: String,
+  bindings_json: &str,
+) {
+  let bindings = match BindingsDescriptor::parse(bindings_json) {
+    Ok(bindings) => bindings,
+    Err(message) => {
+      // The harness parsed it before sending; a host that cannot is
+      // answered like any program whose bindings are unusable.
+      let output = OutputLedger::new(config.max_output_bytes)
+        .finish_failure(FailureKind::Exception, message.encode_utf16().collect());
+      channel.send(&FromHost::Finished { run_id, completion: output.completion });
+      return;
+    }
+  };
+  let wall = Duration::from_secs_f64((wall_ms / 1000.0).clamp(0.0, config.max_wall_ms / 1000.0));
+  let budget = scheduler.new_budget(wall);
+  lock(live).insert(run_id, budget.control().clone());
+  let deliver = {
+    let (channel, live) = (channel.clone(), live.clone());
+    Box::new(move |output: dsh_protocol::ledger::Output| {
+      lock(&live).remove(&run_id);
+      channel.send(&FromHost::Finished { run_id, completion: output.completion });
+    })
+  };
+  let submission = Submission { job: RunJob { run_id, program, bindings, budget }, deliver };
+  if scheduler.submit(submission).is_err() {
+    lock(live).remove(&run_id);
+    channel.send(&FromHost::Refused { run_id });
+  }
+}
+
+/// Ask the kernel to kill this process when the harness dies, then make
+/// sure the harness did not die before the request took effect (the
+/// harness passes its pid as the only argument).
+fn die_with_parent() {
+  // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of this process.
+  unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+  let expected = std::env::args().nth(1).and_then(|pid| pid.parse::<i32>().ok());
+  // SAFETY: getppid has no preconditions.
+  let parent = unsafe { libc::getppid() };
+  if expected.is_some_and(|expected| expected != parent) {
+    gone();
+  }
+}

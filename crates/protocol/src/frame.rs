@@ -1,0 +1,605 @@
+//! The channel between the harness (the addon) and an isolate host: every
+//! message either side sends, and how it is framed. This file is the one
+//! declaration of the protocol; both sides encode and decode through it.
+//!
+//! A frame is `len: u32` (the bytes that follow), `tag: u8`, then the
+//! message's fields in order: integers and floats little-endian, text as
+//! `u32 length + UTF-8 bytes`, text that may hold lone surrogates (log
+//! entries, abort reasons, failure messages) as `u32 units + UTF-16LE`.
+//! Bulk text crosses as the bytes it already is: one copy into the frame,
+//! one write, one read on the other side.
+//!
+//! The harness treats every byte a host sends as hostile (a host runs
+//! model code): decoding never panics, never trusts a length beyond the
+//! bytes actually present, and a frame that does not decode exactly (an
+//! unknown tag, a short field, bytes left over, invalid UTF-8, a frame
+//! longer than [`MAX_FRAME_BYTES`]) is a [`ProtocolError`], which ends
+//! that host, never the harness.
+
+use std::io::{self, Read};
+
+use crate::config::RuntimeConfig;
+use crate::ledger::{Completion, FailureKind};
+
+/// The largest frame either side accepts: a V8 string holds at most 2^29
+/// UTF-16 units, so no single text a program can make needs more.
+pub const MAX_FRAME_BYTES: u32 = 1 << 31;
+
+/// A frame that does not decode: the peer is broken or hostile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+impl std::fmt::Display for ProtocolError {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    f.write_str(&self.0)
+  }
+}
+
+/// The harness to a host.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToHost {
+  /// The first frame, exactly once: the runtime's caps and the host's facts.
+  Configure { config: Box<RuntimeConfig> },
+  /// Run a program. `wall_ms` is what is left of its wall ceiling (a run
+  /// placed again after its first host died has spent some of it).
+  Submit { run_id: u32, wall_ms: f64, program: String, bindings_json: String },
+  /// Stop a run with `abort` and this reason.
+  Abort { run_id: u32, reason: Vec<u16> },
+  /// Answers to host calls.
+  Replies(Vec<Reply>),
+  /// Ask for a [`FromHost::Stats`] carrying `seq` (also the heartbeat).
+  StatsRequest { seq: u64 },
+  /// Stop every run (`abort: runtime disposed`), finish them, exit.
+  Shutdown,
+}
+
+/// One answer to a host call: resolve with the JSON text when `ok`, else
+/// reject with the message whose JSON string literal is `text`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+  pub run_id: u32,
+  pub call_id: u32,
+  pub ok: bool,
+  pub text: String,
+}
+
+/// A host to the harness.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FromHost {
+  /// The host is initialised and takes runs.
+  Ready,
+  /// The run is about to execute program code: from here on, the host's
+  /// death is the run's outcome; before it, the run can be placed again.
+  Started { run_id: u32 },
+  /// A log entry the program wrote, sent as it is written, so that a host
+  /// that dies loses none. Every entry the run's ledger was offered, in
+  /// order (cut to the cap: a longer one can never be admitted).
+  Log { run_id: u32, text: Vec<u16> },
+  /// Calls from programs to host functions.
+  Calls(Vec<HostCall>),
+  /// The run finished: its completion, as its ledger settled it.
+  Finished { run_id: u32, completion: Completion },
+  /// The run was not taken: the host's queue is full.
+  Refused { run_id: u32 },
+  /// What the host is doing, answering the [`ToHost::StatsRequest`] `seq`.
+  Stats { seq: u64, stats: HostStats },
+}
+
+/// One call from a program to a host function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostCall {
+  pub run_id: u32,
+  pub call_id: u32,
+  pub namespace: u32,
+  pub function: u32,
+  /// Lossless JSON text of the argument.
+  pub args: String,
+}
+
+/// A host's scheduler, as one snapshot (`in_flight == starting +
+/// computing + waiting`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HostStats {
+  pub queued: u32,
+  pub in_flight: u32,
+  pub starting: u32,
+  pub computing: u32,
+  pub waiting: u32,
+  pub waiting_on_host: u32,
+  pub threads: u32,
+  pub prepared_isolates: u32,
+  pub cpu_ms: f64,
+  pub isolates_disposed: u64,
+  pub memory_returns: u64,
+}
+
+// Tags: one list per direction, each used by exactly one encoder and the
+// decoder's match.
+const CONFIGURE: u8 = 1;
+const SUBMIT: u8 = 2;
+const ABORT: u8 = 3;
+const REPLIES: u8 = 4;
+const STATS_REQUEST: u8 = 5;
+const SHUTDOWN: u8 = 6;
+
+const READY: u8 = 1;
+const STARTED: u8 = 2;
+const LOG: u8 = 3;
+const CALLS: u8 = 4;
+const FINISHED: u8 = 5;
+const REFUSED: u8 = 6;
+const STATS: u8 = 7;
+
+// Completion tags inside FINISHED.
+const NO_VALUE: u8 = 0;
+const VALUE: u8 = 1;
+const FAILURE: u8 = 2;
+
+/// Appends one frame to a buffer; [`FrameWriter::finish`] fills in its length.
+pub struct FrameWriter<'a> {
+  out: &'a mut Vec<u8>,
+  start: usize,
+}
+
+impl<'a> FrameWriter<'a> {
+  fn new(out: &'a mut Vec<u8>, tag: u8) -> Self {
+    let start = out.len();
+    out.extend_from_slice(&[0, 0, 0, 0, tag]);
+    FrameWriter { out, start }
+  }
+
+  fn u32(self, value: u32) -> Self {
+    self.out.extend_from_slice(&value.to_le_bytes());
+    self
+  }
+
+  fn u64(self, value: u64) -> Self {
+    self.out.extend_from_slice(&value.to_le_bytes());
+    self
+  }
+
+  fn f64(self, value: f64) -> Self {
+    self.out.extend_from_slice(&value.to_le_bytes());
+    self
+  }
+
+  fn u8(self, value: u8) -> Self {
+    self.out.push(value);
+    self
+  }
+
+  fn text(self, text: &str) -> Self {
+    let this = self.u32(len32(text.len()));
+    this.out.extend_from_slice(text.as_bytes());
+    this
+  }
+
+  fn utf16(self, units: &[u16]) -> Self {
+    let this = self.u32(len32(units.len()));
+    // Sized once, then filled pair by pair: a loop the compiler turns into
+    // a plain copy (log floods cross here at memory speed).
+    let start = this.out.len();
+    this.out.resize(start + units.len() * 2, 0);
+    for (pair, unit) in this.out[start..].chunks_exact_mut(2).zip(units) {
+      pair.copy_from_slice(&unit.to_le_bytes());
+    }
+    this
+  }
+
+  fn finish(self) {
+    let len = len32(self.out.len() - self.start - 4);
+    self.out[self.start..self.start + 4].copy_from_slice(&len.to_le_bytes());
+  }
+}
+
+/// A length as the wire's u32. Texts are bounded by V8's string length
+/// (2^29 units), far below; saturating keeps an impossible one from
+/// wrapping into a frame that decodes as something else (it fails to
+/// decode instead).
+fn len32(len: usize) -> u32 {
+  u32::try_from(len).unwrap_or(u32::MAX)
+}
+
+impl ToHost {
+  /// Append this message as one frame.
+  pub fn encode(&self, out: &mut Vec<u8>) {
+    match self {
+      ToHost::Configure { config } => {
+        let json = serde_json::to_string(config).unwrap_or_default();
+        FrameWriter::new(out, CONFIGURE).text(&json).finish()
+      }
+      ToHost::Submit { run_id, wall_ms, program, bindings_json } => {
+        encode_submit(out, *run_id, *wall_ms, program, bindings_json)
+      }
+      ToHost::Abort { run_id, reason } => FrameWriter::new(out, ABORT).u32(*run_id).utf16(reason).finish(),
+      ToHost::Replies(replies) => {
+        let mut frame = FrameWriter::new(out, REPLIES).u32(len32(replies.len()));
+        for reply in replies {
+          frame = frame.u32(reply.run_id).u32(reply.call_id).u8(u8::from(reply.ok)).text(&reply.text);
+        }
+        frame.finish()
+      }
+      ToHost::StatsRequest { seq } => FrameWriter::new(out, STATS_REQUEST).u64(*seq).finish(),
+      ToHost::Shutdown => FrameWriter::new(out, SHUTDOWN).finish(),
+    }
+  }
+
+  /// Decode one frame's tag and fields (the length already taken off).
+  pub fn decode(frame: &[u8]) -> Result<ToHost, ProtocolError> {
+    let mut fields = Fields::new(frame);
+    let message = match fields.u8()? {
+      CONFIGURE => {
+        let json = fields.text()?;
+        let config = serde_json::from_str(&json).map_err(|error| ProtocolError(format!("bad config: {error}")))?;
+        ToHost::Configure { config: Box::new(config) }
+      }
+      SUBMIT => ToHost::Submit {
+        run_id: fields.u32()?,
+        wall_ms: fields.f64()?,
+        program: fields.text()?,
+        bindings_json: fields.text()?,
+      },
+      ABORT => ToHost::Abort { run_id: fields.u32()?, reason: fields.utf16()? },
+      REPLIES => {
+        let count = fields.count(9)?;
+        let mut replies = Vec::with_capacity(count);
+        for _ in 0..count {
+          replies.push(Reply {
+            run_id: fields.u32()?,
+            call_id: fields.u32()?,
+            ok: fields.bool()?,
+            text: fields.text()?,
+          });
+        }
+        ToHost::Replies(replies)
+      }
+      STATS_REQUEST => ToHost::StatsRequest { seq: fields.u64()? },
+      SHUTDOWN => ToHost::Shutdown,
+      tag => return Err(ProtocolError(format!("unknown frame tag {tag} to a host"))),
+    };
+    fields.end()?;
+    Ok(message)
+  }
+}
+
+/// A submission, encoded from borrowed text (the program is not copied
+/// twice on the way out).
+pub fn encode_submit(out: &mut Vec<u8>, run_id: u32, wall_ms: f64, program: &str, bindings_json: &str) {
+  FrameWriter::new(out, SUBMIT).u32(run_id).f64(wall_ms).text(program).text(bindings_json).finish()
+}
+
+/// A log entry, encoded from the borrowed text.
+pub fn encode_log(out: &mut Vec<u8>, run_id: u32, text: &[u16]) {
+  FrameWriter::new(out, LOG).u32(run_id).utf16(text).finish()
+}
+
+impl FromHost {
+  /// Append this message as one frame.
+  pub fn encode(&self, out: &mut Vec<u8>) {
+    match self {
+      FromHost::Ready => FrameWriter::new(out, READY).finish(),
+      FromHost::Started { run_id } => FrameWriter::new(out, STARTED).u32(*run_id).finish(),
+      FromHost::Log { run_id, text } => encode_log(out, *run_id, text),
+      FromHost::Calls(calls) => {
+        let mut frame = FrameWriter::new(out, CALLS).u32(len32(calls.len()));
+        for call in calls {
+          frame = frame.u32(call.run_id).u32(call.call_id).u32(call.namespace).u32(call.function).text(&call.args);
+        }
+        frame.finish()
+      }
+      FromHost::Finished { run_id, completion } => {
+        let frame = FrameWriter::new(out, FINISHED).u32(*run_id);
+        match completion {
+          Completion::NoValue => frame.u8(NO_VALUE).finish(),
+          Completion::Value(json) => frame.u8(VALUE).text(json).finish(),
+          Completion::Failure { kind, message } => frame.u8(FAILURE).u8(kind.code()).utf16(message).finish(),
+        }
+      }
+      FromHost::Refused { run_id } => FrameWriter::new(out, REFUSED).u32(*run_id).finish(),
+      FromHost::Stats { seq, stats } => FrameWriter::new(out, STATS)
+        .u64(*seq)
+        .u32(stats.queued)
+        .u32(stats.in_flight)
+        .u32(stats.starting)
+        .u32(stats.computing)
+        .u32(stats.waiting)
+        .u32(stats.waiting_on_host)
+        .u32(stats.threads)
+        .u32(stats.prepared_isolates)
+        .f64(stats.cpu_ms)
+        .u64(stats.isolates_disposed)
+        .u64(stats.memory_returns)
+        .finish(),
+    }
+  }
+
+  /// Decode one frame's tag and fields (the length already taken off).
+  pub fn decode(frame: &[u8]) -> Result<FromHost, ProtocolError> {
+    let mut fields = Fields::new(frame);
+    let message = match fields.u8()? {
+      READY => FromHost::Ready,
+      STARTED => FromHost::Started { run_id: fields.u32()? },
+      LOG => FromHost::Log { run_id: fields.u32()?, text: fields.utf16()? },
+      CALLS => {
+        let count = fields.count(20)?;
+        let mut calls = Vec::with_capacity(count);
+        for _ in 0..count {
+          calls.push(HostCall {
+            run_id: fields.u32()?,
+            call_id: fields.u32()?,
+            namespace: fields.u32()?,
+            function: fields.u32()?,
+            args: fields.text()?,
+          });
+        }
+        FromHost::Calls(calls)
+      }
+      FINISHED => {
+        let run_id = fields.u32()?;
+        let completion = match fields.u8()? {
+          NO_VALUE => Completion::NoValue,
+          VALUE => Completion::Value(fields.text()?),
+          FAILURE => {
+            let code = fields.u8()?;
+            let kind =
+              FailureKind::from_code(code).ok_or_else(|| ProtocolError(format!("unknown failure kind {code}")))?;
+            Completion::Failure { kind, message: fields.utf16()? }
+          }
+          tag => return Err(ProtocolError(format!("unknown completion tag {tag}"))),
+        };
+        FromHost::Finished { run_id, completion }
+      }
+      REFUSED => FromHost::Refused { run_id: fields.u32()? },
+      STATS => FromHost::Stats {
+        seq: fields.u64()?,
+        stats: HostStats {
+          queued: fields.u32()?,
+          in_flight: fields.u32()?,
+          starting: fields.u32()?,
+          computing: fields.u32()?,
+          waiting: fields.u32()?,
+          waiting_on_host: fields.u32()?,
+          threads: fields.u32()?,
+          prepared_isolates: fields.u32()?,
+          cpu_ms: fields.f64()?,
+          isolates_disposed: fields.u64()?,
+          memory_returns: fields.u64()?,
+        },
+      },
+      tag => return Err(ProtocolError(format!("unknown frame tag {tag} from a host"))),
+    };
+    fields.end()?;
+    Ok(message)
+  }
+}
+
+/// Reads a frame's fields in order, each checked against what is left.
+struct Fields<'a> {
+  rest: &'a [u8],
+}
+
+impl<'a> Fields<'a> {
+  fn new(frame: &'a [u8]) -> Self {
+    Fields { rest: frame }
+  }
+
+  fn take(&mut self, len: usize) -> Result<&'a [u8], ProtocolError> {
+    if self.rest.len() < len {
+      return Err(ProtocolError(format!("a frame ends inside a field ({len} bytes wanted, {} left)", self.rest.len())));
+    }
+    let (head, rest) = self.rest.split_at(len);
+    self.rest = rest;
+    Ok(head)
+  }
+
+  fn array<const N: usize>(&mut self) -> Result<[u8; N], ProtocolError> {
+    let mut bytes = [0u8; N];
+    bytes.copy_from_slice(self.take(N)?);
+    Ok(bytes)
+  }
+
+  fn u8(&mut self) -> Result<u8, ProtocolError> {
+    Ok(self.array::<1>()?[0])
+  }
+
+  fn bool(&mut self) -> Result<bool, ProtocolError> {
+    match self.u8()? {
+      0 => Ok(false),
+      1 => Ok(true),
+      other => Err(ProtocolError(format!("{other} is not a boolean"))),
+    }
+  }
+
+  fn u32(&mut self) -> Result<u32, ProtocolError> {
+    Ok(u32::from_le_bytes(self.array()?))
+  }
+
+  fn u64(&mut self) -> Result<u64, ProtocolError> {
+    Ok(u64::from_le_bytes(self.array()?))
+  }
+
+  fn f64(&mut self) -> Result<f64, ProtocolError> {
+    Ok(f64::from_le_bytes(self.array()?))
+  }
+
+  /// A count of items each at least `min_item` bytes long: a count the
+  /// frame cannot hold is refused before anything is allocated for it.
+  fn count(&mut self, min_item: usize) -> Result<usize, ProtocolError> {
+    let count = self.u32()? as usize;
+    if count.saturating_mul(min_item) > self.rest.len() {
+      return Err(ProtocolError(format!("a count of {count} items does not fit the frame")));
+    }
+    Ok(count)
+  }
+
+  fn text(&mut self) -> Result<String, ProtocolError> {
+    let len = self.u32()? as usize;
+    let bytes = self.take(len)?;
+    String::from_utf8(bytes.to_vec()).map_err(|_| ProtocolError("text is not UTF-8".to_owned()))
+  }
+
+  fn utf16(&mut self) -> Result<Vec<u16>, ProtocolError> {
+    let units = self.u32()? as usize;
+    let bytes = self.take(units.checked_mul(2).ok_or_else(|| ProtocolError("text too long".to_owned()))?)?;
+    Ok(bytes.chunks_exact(2).map(|pair| u16::from_le_bytes([pair[0], pair[1]])).collect())
+  }
+
+  fn end(&self) -> Result<(), ProtocolError> {
+    if self.rest.is_empty() {
+      Ok(())
+    } else {
+      Err(ProtocolError(format!("{} bytes left over after a frame's fields", self.rest.len())))
+    }
+  }
+}
+
+/// Read one frame's tag and fields into `frame` (its length taken off).
+/// `Ok(false)`: the stream ended cleanly between frames. A frame longer
+/// than [`MAX_FRAME_BYTES`], or a stream that ends inside a frame, is an
+/// error. The buffer grows with the bytes that actually arrive, so a
+/// length a peer claims but does not send costs nothing.
+pub fn read_frame(reader: &mut impl Read, frame: &mut Vec<u8>) -> io::Result<bool> {
+  let mut header = [0u8; 4];
+  let mut got = 0;
+  while got < header.len() {
+    match reader.read(&mut header[got..]) {
+      Ok(0) if got == 0 => return Ok(false),
+      Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame header")),
+      Ok(n) => got += n,
+      Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+      Err(error) => return Err(error),
+    }
+  }
+  let len = u32::from_le_bytes(header);
+  if len == 0 || len > MAX_FRAME_BYTES {
+    return Err(io::Error::new(io::ErrorKind::InvalidData, format!("a frame of {len} bytes")));
+  }
+  frame.clear();
+  let read = reader.take(u64::from(len)).read_to_end(frame)?;
+  if read != len as usize {
+    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame"));
+  }
+  Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn round_trip_to_host(message: ToHost) {
+    let mut out = Vec::new();
+    message.encode(&mut out);
+    let mut frame = Vec::new();
+    assert!(read_frame(&mut out.as_slice(), &mut frame).unwrap());
+    assert_eq!(ToHost::decode(&frame).unwrap(), message);
+  }
+
+  fn round_trip_from_host(message: FromHost) {
+    let mut out = Vec::new();
+    message.encode(&mut out);
+    let mut frame = Vec::new();
+    assert!(read_frame(&mut out.as_slice(), &mut frame).unwrap());
+    assert_eq!(FromHost::decode(&frame).unwrap(), message);
+  }
+
+  #[test]
+  fn every_message_decodes_to_itself() {
+    round_trip_to_host(ToHost::Submit {
+      run_id: 7,
+      wall_ms: 1.5,
+      program: "return 'é'".into(),
+      bindings_json: "{}".into(),
+    });
+    round_trip_to_host(ToHost::Abort { run_id: 1, reason: vec![0xd800, 0x41] });
+    round_trip_to_host(ToHost::Replies(vec![
+      Reply { run_id: 1, call_id: 2, ok: true, text: "[1]".into() },
+      Reply { run_id: 3, call_id: 4, ok: false, text: "\"no\"".into() },
+    ]));
+    round_trip_to_host(ToHost::StatsRequest { seq: u64::MAX });
+    round_trip_to_host(ToHost::Shutdown);
+    round_trip_from_host(FromHost::Ready);
+    round_trip_from_host(FromHost::Started { run_id: 9 });
+    round_trip_from_host(FromHost::Log { run_id: 9, text: vec![0xdc00, 0, 0xffff] });
+    round_trip_from_host(FromHost::Calls(vec![HostCall {
+      run_id: 1,
+      call_id: 2,
+      namespace: 3,
+      function: 4,
+      args: "{\"a\":1}".into(),
+    }]));
+    round_trip_from_host(FromHost::Finished { run_id: 1, completion: Completion::NoValue });
+    round_trip_from_host(FromHost::Finished { run_id: 1, completion: Completion::Value("1".into()) });
+    round_trip_from_host(FromHost::Finished {
+      run_id: 1,
+      completion: Completion::Failure { kind: FailureKind::OutputLimit, message: vec![0x41] },
+    });
+    round_trip_from_host(FromHost::Refused { run_id: 5 });
+    round_trip_from_host(FromHost::Stats {
+      seq: 3,
+      stats: HostStats { queued: 1, cpu_ms: 2.5, ..HostStats::default() },
+    });
+  }
+
+  /// A tiny deterministic generator (xorshift), so the fuzz cases are the
+  /// same on every run and a failure names its seed.
+  fn xorshift(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+  }
+
+  #[test]
+  fn hostile_frames_are_errors_never_panics() {
+    let mut valid = Vec::new();
+    FromHost::Calls(vec![HostCall { run_id: 1, call_id: 2, namespace: 0, function: 0, args: "[]".into() }])
+      .encode(&mut valid);
+    FromHost::Finished {
+      run_id: 1,
+      completion: Completion::Failure { kind: FailureKind::Exception, message: vec![65] },
+    }
+    .encode(&mut valid);
+    FromHost::Stats { seq: 1, stats: HostStats::default() }.encode(&mut valid);
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    for case in 0..200_000u32 {
+      // Random bytes, and valid frames with bytes flipped, cut or grown.
+      let mut bytes = if case % 2 == 0 {
+        let len = (xorshift(&mut state) % 64) as usize;
+        (0..len).map(|_| xorshift(&mut state) as u8).collect::<Vec<u8>>()
+      } else {
+        valid.clone()
+      };
+      if !bytes.is_empty() {
+        for _ in 0..1 + xorshift(&mut state) % 4 {
+          let at = (xorshift(&mut state) as usize) % bytes.len();
+          bytes[at] = xorshift(&mut state) as u8;
+        }
+        bytes.truncate(1 + (xorshift(&mut state) as usize) % bytes.len());
+      }
+      let mut reader = bytes.as_slice();
+      let mut frame = Vec::new();
+      while let Ok(true) = read_frame(&mut reader, &mut frame) {
+        let _ = FromHost::decode(&frame);
+        let _ = ToHost::decode(&frame);
+      }
+    }
+  }
+
+  #[test]
+  fn a_frame_that_claims_more_than_it_holds_fails_without_allocating_it() {
+    let mut bytes = (MAX_FRAME_BYTES).to_le_bytes().to_vec();
+    bytes.push(LOG);
+    let mut frame = Vec::new();
+    let error = read_frame(&mut bytes.as_slice(), &mut frame).unwrap_err();
+    assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
+    assert!(frame.capacity() < 1 << 20);
+    let too_long = (MAX_FRAME_BYTES + 1).to_le_bytes();
+    assert_eq!(read_frame(&mut too_long.as_slice(), &mut frame).unwrap_err().kind(), io::ErrorKind::InvalidData);
+    // A count of items the frame cannot hold is refused before allocation.
+    let mut calls = Vec::new();
+    FrameWriter::new(&mut calls, CALLS).u32(u32::MAX).finish();
+    let mut frame = Vec::new();
+    assert!(read_frame(&mut calls.as_slice(), &mut frame).unwrap());
+    assert!(FromHost::decode(&frame).is_err());
+  }
+}

@@ -1,0 +1,888 @@
+//! The supervisor: the runs of one runtime and the isolate host they run
+//! in, seen from the harness.
+//!
+//! It owns one record per run from `run()` until its result is delivered,
+//! and the host: it starts it (the runtime is ready when its first host
+//! is), places runs on it, reads everything it sends (one reader thread),
+//! hears from it at least every heartbeat, and replaces it when it ends.
+//!
+//! A host's end is a run outcome, never the harness's. Runs that had
+//! started on it settle `worker-exit` with a message naming what happened
+//! and the logs they wrote (the harness replays each run's ledger from the
+//! streamed entries, so nothing written is lost); runs placed on it that
+//! had not started are placed again on the next host (at most
+//! [`MAX_PLACEMENTS`] times). Deaths that follow each other quickly
+//! (a program that kills every host it lands on, retried) back off before
+//! the next start ([`restart_delay`]): hosts are never spawned without
+//! bound, and runs that wait meanwhile still meet their wall ceiling.
+//!
+//! Who does what: Node's main thread submits, aborts, replies and asks for
+//! stats; the reader thread of each host turns its frames into record
+//! updates, host calls and results; the supervisor thread sends heartbeats,
+//! kills a host that stops answering, starts replacements and times out
+//! runs waiting for one.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::BufReader;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::Child;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use dsh_protocol::config::RuntimeConfig;
+use dsh_protocol::frame::{encode_submit, read_frame, FromHost, HostStats, Reply, ToHost};
+use dsh_protocol::ledger::{Completion, FailureKind, Outcomes, Output, OutputLedger};
+use dsh_protocol::lock::lock;
+
+use crate::host_calls::CallOutbox;
+use crate::host_process::{spawn, HostEnd, HostLink, StderrTail};
+
+/// How many hosts a run may be placed on before it started on any: a run
+/// whose host keeps dying before it starts (while it is being prepared)
+/// fails instead of moving on for ever.
+const MAX_PLACEMENTS: u32 = 3;
+
+/// How long a host may take from its start to `Ready`.
+const HOST_START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Hosts that died before they were ready, in a row, after which the runs
+/// waiting for a host fail (`worker-exit`) instead of waiting on.
+const MAX_START_FAILURES: u32 = 3;
+
+/// A host that lived at least this long before it died ends a crash loop:
+/// the next host starts at once.
+const HEALTHY_LIFE: Duration = Duration::from_secs(5);
+
+/// How long after disposal begins a host that has not exited is killed.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// The wait before starting a host after `quick_deaths` hosts in a row died
+/// within [`HEALTHY_LIFE`] of their start: none for the first, then 50 ms
+/// doubling up to 2 s. A program that kills every host it lands on,
+/// retried as fast as it fails, so starts at most one host per 2 s.
+pub fn restart_delay(quick_deaths: u32) -> Duration {
+  match quick_deaths {
+    0 | 1 => Duration::ZERO,
+    n => Duration::from_millis(50u64 << (n - 2).min(6)).min(Duration::from_secs(2)),
+  }
+}
+
+/// How a run ends, for whoever waits on it.
+pub enum RunEnd {
+  Output(Output),
+  /// The host's queue was full.
+  Refused,
+}
+
+/// Called once with a run's end, on whichever thread ends it.
+pub type Deliver = Box<dyn FnOnce(RunEnd) + Send>;
+
+/// What the supervisor settles for, from the runtime's config.
+pub struct Settings {
+  pub config: RuntimeConfig,
+  pub executable: PathBuf,
+  /// A host silent for this long is killed and replaced.
+  pub unresponsive_after: Duration,
+}
+
+struct RunRecord {
+  deliver: Deliver,
+  /// The harness's replay of the run's ledger, fed the streamed entries.
+  ledger: OutputLedger,
+  /// The generation of the host it is placed on, if any.
+  host: Option<u64>,
+  started: bool,
+  placements: u32,
+  program: String,
+  bindings_json: String,
+  deadline: Instant,
+}
+
+/// One live host.
+struct Host {
+  generation: u64,
+  pid: u32,
+  link: Arc<HostLink>,
+  child: Mutex<Child>,
+  stderr: StderrTail,
+  born: Instant,
+  /// Why the supervisor killed it, if it did.
+  killed_for: Mutex<Option<HostEnd>>,
+}
+
+impl Host {
+  fn send(&self, message: &ToHost) {
+    let mut frame = Vec::new();
+    message.encode(&mut frame);
+    self.link.send(&frame);
+  }
+
+  fn kill(&self, why: HostEnd) {
+    lock(&self.killed_for).get_or_insert(why);
+    let _ = lock(&self.child).kill();
+  }
+}
+
+#[derive(Default)]
+struct State {
+  runs: HashMap<u32, RunRecord>,
+  /// Runs waiting for a host, in the order they came.
+  pending: VecDeque<u32>,
+  host: Option<Arc<Host>>,
+  ready: bool,
+  generation: u64,
+  /// When the next host may start (after a death, with backoff).
+  restart_at: Option<Instant>,
+  quick_deaths: u32,
+  start_failures: u32,
+  readers: Vec<JoinHandle<()>>,
+  disposing: bool,
+  finished: bool,
+  last_heard: Option<Instant>,
+  stats_asked: u64,
+  stats_answered: u64,
+  host_stats: HostStats,
+  /// CPU, disposals and memory returns of the hosts that have ended.
+  ended_hosts: HostStats,
+  outcomes: Outcomes,
+  refused: u64,
+  host_starts: u64,
+  runs_lost: u64,
+  last_host_end: Option<String>,
+}
+
+pub struct Supervisor {
+  settings: Settings,
+  state: Mutex<State>,
+  /// Signalled on every change the waiters below care about: a host ready,
+  /// stats answered, a host ended, disposal.
+  changed: Condvar,
+  calls: Arc<CallOutbox>,
+  thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The harness's view of the hosts and runs, for `stats()`.
+pub struct SupervisorStats {
+  pub host: HostStats,
+  /// Runs waiting for a host to be placed on.
+  pub waiting_for_host: usize,
+  pub outcomes: Outcomes,
+  pub refused: u64,
+  pub hosts_alive: u32,
+  pub host_restarts: u64,
+  pub runs_lost: u64,
+  pub last_host_end: Option<String>,
+  /// Process ids of the hosts alive.
+  pub host_pids: Vec<u32>,
+}
+
+impl Supervisor {
+  /// Start the supervisor and its first host; returns once that host is
+  /// ready, or with why it could not be.
+  pub fn start(settings: Settings, calls: Arc<CallOutbox>) -> Result<Arc<Supervisor>, String> {
+    let supervisor = Arc::new(Supervisor {
+      settings,
+      state: Mutex::default(),
+      changed: Condvar::new(),
+      calls,
+      thread: Mutex::new(None),
+    });
+    {
+      let mut state = lock(&supervisor.state);
+      supervisor.start_host(&mut state)?;
+      let deadline = Instant::now() + HOST_START_TIMEOUT;
+      while !state.ready {
+        if state.host.is_none() {
+          let why = state.last_host_end.clone().unwrap_or_else(|| "it ended".to_owned());
+          state.disposing = true;
+          return Err(format!("the isolate host did not start: {why}"));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+          if let Some(host) = state.host.clone() {
+            host.kill(HostEnd::Unresponsive { silent_ms: HOST_START_TIMEOUT.as_millis() as u64 });
+          }
+          state.disposing = true;
+          return Err("the isolate host did not start within 30 s".to_owned());
+        }
+        state = supervisor.wait(state, deadline - now);
+      }
+    }
+    let weak = Arc::downgrade(&supervisor);
+    let thread = std::thread::Builder::new()
+      .name("dsh-supervisor".into())
+      .spawn(move || supervise(&weak))
+      .map_err(|error| format!("the supervisor thread could not start: {error}"))?;
+    *lock(&supervisor.thread) = Some(thread);
+    Ok(supervisor)
+  }
+
+  fn wait<'a>(&self, state: MutexGuard<'a, State>, timeout: Duration) -> MutexGuard<'a, State> {
+    self.changed.wait_timeout(state, timeout).map_or_else(|p| p.into_inner().0, |(guard, _)| guard)
+  }
+
+  /// Start a host (the caller holds the state); its reader thread takes it
+  /// from there.
+  fn start_host(self: &Arc<Self>, state: &mut State) -> Result<(), String> {
+    state.restart_at = None;
+    let spawned = match spawn(&self.settings.executable) {
+      Ok(spawned) => spawned,
+      Err(message) => {
+        state.last_host_end = Some(message.clone());
+        return Err(message);
+      }
+    };
+    let read_half = spawned.channel.try_clone().map_err(|error| format!("the channel could not be read: {error}"))?;
+    let link =
+      HostLink::start(spawned.channel).map_err(|error| format!("the channel could not be written: {error}"))?;
+    state.generation += 1;
+    state.host_starts += 1;
+    let host = Arc::new(Host {
+      generation: state.generation,
+      pid: spawned.child.id(),
+      link,
+      child: Mutex::new(spawned.child),
+      stderr: spawned.stderr,
+      born: Instant::now(),
+      killed_for: Mutex::new(None),
+    });
+    host.send(&ToHost::Configure { config: Box::new(self.settings.config.clone()) });
+    state.host = Some(host.clone());
+    state.ready = false;
+    state.last_heard = Some(Instant::now());
+    let supervisor = Arc::downgrade(self);
+    let reader = std::thread::Builder::new()
+      .name("dsh-host-reader".into())
+      .spawn(move || read_host(&supervisor, &host, read_half));
+    match reader {
+      Ok(reader) => {
+        state.readers.push(reader);
+        Ok(())
+      }
+      Err(error) => {
+        if let Some(host) = state.host.take() {
+          host.kill(HostEnd::ProtocolViolation("no reader thread".to_owned()));
+          host.link.close();
+        }
+        Err(format!("the host's reader thread could not start: {error}"))
+      }
+    }
+  }
+
+  /// Take a run. Its end is delivered once, from whichever thread ends it.
+  pub fn submit(&self, run_id: u32, program: String, bindings_json: String, deliver: Deliver) -> Result<(), String> {
+    let mut state = lock(&self.state);
+    if state.disposing {
+      return Err("run() after disposal".to_owned());
+    }
+    let config = &self.settings.config;
+    if state.pending.len() >= config.max_queued_runs {
+      state.refused += 1;
+      return Err(queue_full());
+    }
+    let record = RunRecord {
+      deliver,
+      ledger: OutputLedger::new(config.max_output_bytes),
+      host: None,
+      started: false,
+      placements: 0,
+      program,
+      bindings_json,
+      deadline: Instant::now() + Duration::from_secs_f64(config.max_wall_ms / 1000.0),
+    };
+    state.runs.insert(run_id, record);
+    if state.ready && state.pending.is_empty() {
+      self.place(&mut state, run_id);
+    } else {
+      state.pending.push_back(run_id);
+    }
+    Ok(())
+  }
+
+  /// Send a run to the ready host.
+  fn place(&self, state: &mut State, run_id: u32) {
+    let Some(host) = state.host.clone() else {
+      state.pending.push_back(run_id);
+      return;
+    };
+    let Some(record) = state.runs.get_mut(&run_id) else { return };
+    record.host = Some(host.generation);
+    record.placements += 1;
+    let wall_ms = record.deadline.saturating_duration_since(Instant::now()).as_secs_f64() * 1000.0;
+    let mut frame = Vec::with_capacity(32 + record.program.len() + record.bindings_json.len());
+    encode_submit(&mut frame, run_id, wall_ms, &record.program, &record.bindings_json);
+    host.link.send(&frame);
+  }
+
+  /// Abort a run: on its host, or here if it waits for one.
+  pub fn abort(&self, run_id: u32, reason: Vec<u16>) {
+    let mut state = lock(&self.state);
+    let Some(record) = state.runs.get(&run_id) else { return };
+    match (record.host, state.host.clone()) {
+      (Some(generation), Some(host)) if host.generation == generation => {
+        host.send(&ToHost::Abort { run_id, reason });
+      }
+      _ => {
+        state.pending.retain(|pending| *pending != run_id);
+        if let Some(delivery) = self.finish(&mut state, run_id, FinishWith::Failure(FailureKind::Abort, reason)) {
+          drop(state);
+          delivery.deliver();
+        }
+      }
+    }
+  }
+
+  /// Send host-call replies to the host their runs are on. Returns whether
+  /// a live run was answered.
+  pub fn reply(&self, replies: Vec<Reply>) -> bool {
+    let state = lock(&self.state);
+    let Some(host) = state.host.clone() else { return false };
+    let live: Vec<Reply> = replies
+      .into_iter()
+      .filter(|reply| state.runs.get(&reply.run_id).is_some_and(|record| record.host == Some(host.generation)))
+      .collect();
+    drop(state);
+    if live.is_empty() {
+      return false;
+    }
+    host.send(&ToHost::Replies(live));
+    true
+  }
+
+  /// A run that fails before it is submitted (a pre-aborted signal) is
+  /// still counted.
+  pub fn count_outcome(&self, completion: &Completion) {
+    lock(&self.state).outcomes.count(completion);
+  }
+
+  /// The hosts' and the harness's counts, as fresh as the host can answer
+  /// within a short wait (a host that does not answer contributes what it
+  /// said last).
+  pub fn stats(&self) -> SupervisorStats {
+    let mut state = lock(&self.state);
+    if let (true, Some(host)) = (state.ready, state.host.clone()) {
+      state.stats_asked += 1;
+      let seq = state.stats_asked;
+      host.send(&ToHost::StatsRequest { seq });
+      let deadline = Instant::now() + Duration::from_millis(250);
+      while state.stats_answered < seq && state.host.as_ref().is_some_and(|now| now.generation == host.generation) {
+        let now = Instant::now();
+        if now >= deadline {
+          break;
+        }
+        state = self.wait(state, deadline - now);
+      }
+    }
+    let alive = state.host.is_some() && state.ready;
+    let mut host = if alive { state.host_stats } else { HostStats::default() };
+    host.cpu_ms += state.ended_hosts.cpu_ms;
+    host.isolates_disposed += state.ended_hosts.isolates_disposed;
+    host.memory_returns += state.ended_hosts.memory_returns;
+    SupervisorStats {
+      host,
+      waiting_for_host: state.pending.len(),
+      outcomes: state.outcomes,
+      refused: state.refused,
+      hosts_alive: u32::from(alive),
+      host_restarts: state.host_starts.saturating_sub(1),
+      runs_lost: state.runs_lost,
+      last_host_end: state.last_host_end.clone(),
+      host_pids: state.host.iter().map(|host| host.pid).collect(),
+    }
+  }
+
+  /// Dispose: runs waiting for a host end `abort: runtime disposed`, the
+  /// host stops its runs (each reports its result) and exits, or is killed
+  /// after a grace period; returns once every host thread is done.
+  pub fn shutdown(&self) {
+    let mut state = lock(&self.state);
+    if !state.disposing {
+      state.disposing = true;
+      let pending: Vec<u32> = state.pending.drain(..).collect();
+      let mut deliveries = Vec::new();
+      for run_id in pending {
+        deliveries.extend(self.finish(&mut state, run_id, disposed()));
+      }
+      if let Some(host) = state.host.clone() {
+        host.send(&ToHost::Shutdown);
+      }
+      self.changed.notify_all();
+      drop(state);
+      for delivery in deliveries {
+        delivery.deliver();
+      }
+      state = lock(&self.state);
+    }
+    let deadline = Instant::now() + SHUTDOWN_GRACE;
+    while let Some(host) = state.host.clone() {
+      let now = Instant::now();
+      if now >= deadline {
+        host.kill(HostEnd::Unresponsive { silent_ms: SHUTDOWN_GRACE.as_millis() as u64 });
+        state = self.wait(state, Duration::from_millis(100));
+        continue;
+      }
+      state = self.wait(state, deadline - now);
+    }
+    // Runs still recorded lost their host during disposal.
+    let left: Vec<u32> = state.runs.keys().copied().collect();
+    let mut deliveries = Vec::new();
+    for run_id in left {
+      deliveries.extend(self.finish(&mut state, run_id, disposed()));
+    }
+    state.finished = true;
+    let readers = std::mem::take(&mut state.readers);
+    self.changed.notify_all();
+    drop(state);
+    for delivery in deliveries {
+      delivery.deliver();
+    }
+    for reader in readers {
+      let _ = reader.join();
+    }
+    if let Some(thread) = lock(&self.thread).take() {
+      let _ = thread.join();
+    }
+  }
+
+  /// Remove a run's record and settle its output through its ledger.
+  fn finish(&self, state: &mut State, run_id: u32, with: FinishWith) -> Option<Delivery> {
+    let record = state.runs.remove(&run_id)?;
+    let ledger = record.ledger;
+    let output = match with {
+      FinishWith::Completion(Completion::NoValue) => ledger.finish_no_value(),
+      FinishWith::Completion(Completion::Value(json)) => ledger.finish_value(json),
+      FinishWith::Completion(Completion::Failure { kind: FailureKind::OutputLimit, .. }) => {
+        ledger.finish_output_limit()
+      }
+      FinishWith::Completion(Completion::Failure { kind, message }) | FinishWith::Failure(kind, message) => {
+        ledger.finish_failure(kind, message)
+      }
+    };
+    state.outcomes.count(&output.completion);
+    Some(Delivery { deliver: record.deliver, end: RunEnd::Output(output) })
+  }
+
+  /// One frame from the host of `generation`. An error is a protocol
+  /// violation: the host is ended for it.
+  fn receive(&self, host: &Arc<Host>, message: FromHost) -> Result<(), String> {
+    let mut state = lock(&self.state);
+    if state.host.as_ref().is_none_or(|current| current.generation != host.generation) {
+      return Err("a frame from a host that was replaced".to_owned());
+    }
+    state.last_heard = Some(Instant::now());
+    let on_this_host =
+      |state: &State, run_id: u32| state.runs.get(&run_id).is_some_and(|record| record.host == Some(host.generation));
+    match message {
+      FromHost::Ready => {
+        if state.ready {
+          return Err("ready twice".to_owned());
+        }
+        state.ready = true;
+        state.start_failures = 0;
+        while let Some(run_id) = state.pending.pop_front() {
+          self.place(&mut state, run_id);
+        }
+        self.changed.notify_all();
+      }
+      FromHost::Started { run_id } => {
+        if !on_this_host(&state, run_id) {
+          return Err(format!("run {run_id} started, but it is not on this host"));
+        }
+        if let Some(record) = state.runs.get_mut(&run_id) {
+          record.started = true;
+          // Its program text is not needed again.
+          record.program = String::new();
+          record.bindings_json = String::new();
+        }
+      }
+      FromHost::Log { run_id, text } => match state.runs.get_mut(&run_id) {
+        Some(record) if record.host == Some(host.generation) => {
+          record.ledger.admit(&text);
+        }
+        _ => return Err(format!("a log entry for run {run_id}, which is not on this host")),
+      },
+      FromHost::Calls(mut calls) => {
+        // The host's call sender may carry a call its run made just before
+        // it finished, after the run's result: such calls are dropped (no
+        // one waits for them). A call for a run on another host is a lie.
+        if let Some(call) = calls.iter().find(|call| {
+          state.runs.get(&call.run_id).is_some_and(|record| record.host.is_some_and(|on| on != host.generation))
+        }) {
+          return Err(format!("a host call for run {}, which is not on this host", call.run_id));
+        }
+        calls.retain(|call| on_this_host(&state, call.run_id));
+        drop(state);
+        if !calls.is_empty() {
+          self.calls.push(calls);
+        }
+      }
+      FromHost::Finished { run_id, completion } => {
+        if !on_this_host(&state, run_id) {
+          return Err(format!("run {run_id} finished, but it is not on this host"));
+        }
+        if let Some(delivery) = self.finish(&mut state, run_id, FinishWith::Completion(completion)) {
+          drop(state);
+          delivery.deliver();
+        }
+      }
+      FromHost::Refused { run_id } => {
+        if !on_this_host(&state, run_id) {
+          return Err(format!("run {run_id} refused, but it is not on this host"));
+        }
+        state.refused += 1;
+        if let Some(record) = state.runs.remove(&run_id) {
+          drop(state);
+          (record.deliver)(RunEnd::Refused);
+        }
+      }
+      FromHost::Stats { seq, stats } => {
+        if seq > state.stats_asked {
+          return Err(format!("stats for request {seq}, which was never sent"));
+        }
+        state.stats_answered = state.stats_answered.max(seq);
+        state.host_stats = stats;
+        self.changed.notify_all();
+      }
+    }
+    Ok(())
+  }
+
+  /// The host of `generation` has ended: settle what it took with it,
+  /// place again what it had not started, and plan its replacement.
+  fn host_ended(&self, host: &Arc<Host>, end: HostEnd) {
+    let message: Vec<u16> = end.describe().encode_utf16().collect();
+    let mut state = lock(&self.state);
+    if state.host.as_ref().is_none_or(|current| current.generation != host.generation) {
+      return;
+    }
+    state.host = None;
+    let was_ready = std::mem::replace(&mut state.ready, false);
+    state.last_host_end = Some(end.describe());
+    // What it counted stays counted.
+    let last = state.host_stats;
+    state.ended_hosts.cpu_ms += last.cpu_ms;
+    state.ended_hosts.isolates_disposed += last.isolates_disposed;
+    state.ended_hosts.memory_returns += last.memory_returns;
+    state.host_stats = HostStats::default();
+    if was_ready {
+      state.start_failures = 0;
+    } else {
+      state.start_failures += 1;
+    }
+    let mut on_host: Vec<u32> =
+      state.runs.iter().filter(|(_, record)| record.host == Some(host.generation)).map(|(run_id, _)| *run_id).collect();
+    on_host.sort_unstable();
+    let mut deliveries = Vec::new();
+    let mut again = Vec::new();
+    for run_id in on_host {
+      let disposing = state.disposing;
+      let Some(record) = state.runs.get_mut(&run_id) else { continue };
+      record.host = None;
+      let (started, placements) = (record.started, record.placements);
+      if disposing {
+        deliveries.extend(self.finish(&mut state, run_id, disposed()));
+      } else if started || placements >= MAX_PLACEMENTS {
+        state.runs_lost += 1;
+        deliveries.extend(self.finish(
+          &mut state,
+          run_id,
+          FinishWith::Failure(FailureKind::WorkerExit, message.clone()),
+        ));
+      } else {
+        again.push(run_id);
+      }
+    }
+    // Placed again ahead of the runs that came after them.
+    for run_id in again.into_iter().rev() {
+      state.pending.push_front(run_id);
+    }
+    if !state.disposing && state.start_failures >= MAX_START_FAILURES {
+      // Hosts do not start: fail the waiting runs rather than keep them
+      // waiting for one that may never come.
+      let failure: Vec<u16> = format!("no isolate host could be started ({})", end.describe()).encode_utf16().collect();
+      let pending: Vec<u32> = state.pending.drain(..).collect();
+      for run_id in pending {
+        deliveries.extend(self.finish(
+          &mut state,
+          run_id,
+          FinishWith::Failure(FailureKind::WorkerExit, failure.clone()),
+        ));
+      }
+    }
+    if !state.disposing {
+      let quick = host.born.elapsed() < HEALTHY_LIFE;
+      state.quick_deaths = if quick { state.quick_deaths + 1 } else { 1 };
+      state.restart_at = Some(Instant::now() + restart_delay(state.quick_deaths));
+    }
+    self.changed.notify_all();
+    drop(state);
+    for delivery in deliveries {
+      delivery.deliver();
+    }
+  }
+}
+
+/// How a run is finished by the harness.
+enum FinishWith {
+  /// As its host reported (replayed through the harness's ledger).
+  Completion(Completion),
+  /// With a failure decided here.
+  Failure(FailureKind, Vec<u16>),
+}
+
+fn disposed() -> FinishWith {
+  FinishWith::Failure(FailureKind::Abort, "runtime disposed".encode_utf16().collect())
+}
+
+pub fn queue_full() -> String {
+  "the run queue is full (config.maxQueuedRuns); wait for runs to finish or raise the limit".to_owned()
+}
+
+/// A run's end on its way to its caller: delivered outside every lock.
+struct Delivery {
+  deliver: Deliver,
+  end: RunEnd,
+}
+
+impl Delivery {
+  fn deliver(self) {
+    (self.deliver)(self.end);
+  }
+}
+
+/// A host's reader thread: every frame it sends, until it ends.
+fn read_host(supervisor: &Weak<Supervisor>, host: &Arc<Host>, stream: UnixStream) {
+  let mut reader = BufReader::with_capacity(256 * 1024, stream);
+  let mut frame = Vec::new();
+  let violation = loop {
+    match read_frame(&mut reader, &mut frame) {
+      Ok(true) => {}
+      Ok(false) => break None,
+      Err(error) if error.kind() == std::io::ErrorKind::InvalidData => break Some(error.to_string()),
+      Err(_) => break None,
+    }
+    let Some(supervisor) = supervisor.upgrade() else { break None };
+    let received =
+      FromHost::decode(&frame).map_err(|error| error.0).and_then(|message| supervisor.receive(host, message));
+    if let Err(error) = received {
+      break Some(error);
+    }
+  };
+  if let Some(error) = violation {
+    host.kill(HostEnd::ProtocolViolation(error));
+  }
+  // The channel is closed or broken: the host is gone or going. Make sure,
+  // and learn how it ended.
+  host.link.close();
+  let status = {
+    let mut child = lock(&host.child);
+    let _ = child.kill();
+    child.wait().ok()
+  };
+  let end =
+    lock(&host.killed_for).take().unwrap_or_else(|| HostEnd::Exited { status, stderr: host.stderr.finished_text() });
+  if let Some(supervisor) = supervisor.upgrade() {
+    supervisor.host_ended(host, end);
+  }
+}
+
+/// The heartbeat in use: often enough that a silent host is found within
+/// `unresponsive_after`, at most once a second.
+fn heartbeat(unresponsive_after: Duration) -> Duration {
+  (unresponsive_after / 4).clamp(Duration::from_millis(10), Duration::from_secs(1))
+}
+
+/// The supervisor thread (see the module doc).
+fn supervise(supervisor: &Weak<Supervisor>) {
+  let mut next_beat = Instant::now();
+  loop {
+    let Some(supervisor) = supervisor.upgrade() else { return };
+    let beat = heartbeat(supervisor.settings.unresponsive_after);
+    let mut state = lock(&supervisor.state);
+    if state.finished {
+      return;
+    }
+    let now = Instant::now();
+    let mut wake = now + beat;
+    if let (Some(host), false) = (state.host.clone(), state.disposing) {
+      let silent = state.last_heard.map_or(Duration::ZERO, |heard| now.saturating_duration_since(heard));
+      if silent >= supervisor.settings.unresponsive_after {
+        host.kill(HostEnd::Unresponsive { silent_ms: silent.as_millis() as u64 });
+      } else if now >= next_beat && state.ready {
+        state.stats_asked += 1;
+        host.send(&ToHost::StatsRequest { seq: state.stats_asked });
+        next_beat = now + beat;
+      }
+      wake = wake.min(next_beat);
+    }
+    if state.host.is_none() && !state.disposing {
+      match state.restart_at {
+        Some(at) if at <= now => {
+          if supervisor.start_host(&mut state).is_err() {
+            state.start_failures += 1;
+            state.quick_deaths += 1;
+            state.restart_at = Some(now + restart_delay(state.quick_deaths).max(Duration::from_millis(50)));
+          }
+        }
+        Some(at) => wake = wake.min(at),
+        None => state.restart_at = Some(now),
+      }
+    }
+    // Runs waiting for a host still meet their wall ceiling.
+    let mut deliveries = Vec::new();
+    let overdue: Vec<u32> = state
+      .pending
+      .iter()
+      .copied()
+      .filter(|run_id| state.runs.get(run_id).is_some_and(|record| record.deadline <= now))
+      .collect();
+    if !overdue.is_empty() {
+      state.pending.retain(|run_id| !overdue.contains(run_id));
+      let ceiling = format!("wall-clock ceiling reached ({}ms)", supervisor.settings.config.max_wall_ms);
+      for run_id in overdue {
+        deliveries.extend(supervisor.finish(
+          &mut state,
+          run_id,
+          FinishWith::Failure(FailureKind::Timeout, ceiling.encode_utf16().collect()),
+        ));
+      }
+    }
+    if let Some(first) = state.pending.iter().filter_map(|run_id| state.runs.get(run_id)).map(|r| r.deadline).min() {
+      wake = wake.min(first);
+    }
+    if !deliveries.is_empty() {
+      drop(state);
+      for delivery in deliveries {
+        delivery.deliver();
+      }
+      continue;
+    }
+    let timeout = wake.saturating_duration_since(Instant::now());
+    drop(supervisor.wait(state, timeout));
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use dsh_protocol::config::HostFacts;
+  use std::os::unix::fs::PermissionsExt;
+  use std::sync::mpsc;
+
+  fn config() -> RuntimeConfig {
+    RuntimeConfig {
+      compute_ms: 60_000.0,
+      max_wall_ms: 600_000.0,
+      max_output_bytes: 1 << 20,
+      max_old_generation_size_mb: 64.0,
+      max_external_memory_mb: 64.0,
+      max_concurrent_runs: 8,
+      max_queued_runs: 8,
+      prepared_isolates: 0,
+      host: HostFacts { node_major: 22, hardware_concurrency: 1, platform: HostFacts::navigator_platform() },
+    }
+  }
+
+  /// A host that speaks the protocol until the first run arrives, says it
+  /// started, then sends `hostile` (hex, `RUN` standing for the run id as
+  /// the wire writes it) and waits for the end of the channel or Shutdown:
+  /// a host taken over by a program, as far as the harness can tell.
+  fn hostile_host(name: &str, hostile: &str) -> PathBuf {
+    let python = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+      .map(|dir| dir.join("python3"))
+      .find(|path| path.is_file())
+      .unwrap_or_else(|| PathBuf::from("/usr/bin/python3"));
+    let script = format!(
+      r#"#!{python}
+import os, struct
+def read_exact(n):
+    data = b''
+    while len(data) < n:
+        chunk = os.read(0, n - len(data))
+        if not chunk:
+            os._exit(0)
+        data += chunk
+    return data
+def read_frame():
+    return read_exact(struct.unpack('<I', read_exact(4))[0])
+read_frame()
+os.write(0, struct.pack('<IB', 1, 1))
+frame = read_frame()
+run = frame[1:5]
+os.write(0, struct.pack('<IB', 5, 2) + run)
+os.write(0, bytes.fromhex('{hostile}'.replace('RUN', run.hex())))
+while read_frame()[0] != 6:
+    pass
+"#,
+      python = python.display()
+    );
+    let dir = std::env::temp_dir().join(format!("dsh-hostile-host-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+  }
+
+  /// Run one program against a hostile host: how did the run end?
+  fn run_against(name: &str, hostile: &str) -> Completion {
+    let settings = Settings {
+      config: config(),
+      executable: hostile_host(name, hostile),
+      unresponsive_after: Duration::from_secs(60),
+    };
+    let supervisor = Supervisor::start(settings, Arc::default()).unwrap();
+    let (send, receive) = mpsc::channel();
+    let deliver: Deliver = Box::new(move |end| {
+      let _ = send.send(match end {
+        RunEnd::Output(output) => Some(output.completion),
+        RunEnd::Refused => None,
+      });
+    });
+    supervisor.submit(1, "return 1".into(), r#"{"namespaces":[]}"#.into(), deliver).unwrap();
+    let completion = receive.recv_timeout(Duration::from_secs(60)).expect("the run settles").expect("not refused");
+    assert_eq!(supervisor.stats().runs_lost, 1, "{name}");
+    supervisor.shutdown();
+    completion
+  }
+
+  #[test]
+  fn a_host_that_breaks_the_protocol_ends_its_runs_never_the_harness() {
+    // Each: a frame that must not decode, or a message the host has no right to send.
+    let cases = [
+      ("unknown-tag", "0100000063"),
+      ("field-cut-short", "03000000020102"),
+      ("bytes-left-over", "0600000002RUN00"),
+      ("frame-too-long", "01000080ff"),
+      ("log-for-another-run", "0b00000003e7030000010000004100"),
+      ("finished-with-an-unknown-completion", "0600000005RUN09"),
+      ("stats-never-asked-for", "4100000007ffffffffffffffff0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"),
+      ("ready-twice", "0100000001"),
+      ("calls-with-a-count-it-cannot-hold", "0500000004ffffffff"),
+      ("call-args-not-utf8", "1a0000000401000000RUN00000000000000000000000001000000ff"),
+      ("failure-of-an-unknown-kind", "0b00000005RUN026300000000"),
+    ];
+    for (name, hostile) in cases {
+      match run_against(name, hostile) {
+        Completion::Failure { kind: FailureKind::WorkerExit, message } => {
+          let message = String::from_utf16_lossy(&message);
+          assert!(message.starts_with("the isolate host broke the channel's protocol ("), "{name}: {message}");
+        }
+        other => panic!("{name}: {other:?}"),
+      }
+    }
+  }
+
+  #[test]
+  fn restarts_back_off_to_one_per_two_seconds() {
+    assert_eq!(restart_delay(0), Duration::ZERO);
+    assert_eq!(restart_delay(1), Duration::ZERO);
+    assert_eq!(restart_delay(2), Duration::from_millis(50));
+    assert_eq!(restart_delay(3), Duration::from_millis(100));
+    assert_eq!(restart_delay(7), Duration::from_millis(1600));
+    assert_eq!(restart_delay(8), Duration::from_secs(2));
+    assert_eq!(restart_delay(1000), Duration::from_secs(2));
+  }
+}
