@@ -60,17 +60,23 @@ const mix = [
 const heapBomb = ['worker-exit', 'const a = []; for (;;) a.push("x".repeat(1 << 20) + a.length)']
 
 /**
- * This process's memory, exactly (the page tables, not the kernel's lazily
- * synced counters): its RSS, and the anonymous part of it, which is where
- * a leak would be (the rest is code and data of files mapped in, such as
- * the addon's own pages that a rarely taken path touches for the first
- * time).
+ * The memory of this process (the harness) and its isolate host, added up,
+ * exactly (the page tables, not the kernel's lazily synced counters): RSS,
+ * and the anonymous part of it, which is where a leak would be (the rest
+ * is code and data of files mapped in, such as pages of the binaries that
+ * a rarely taken path touches for the first time).
  */
 function memoryMb() {
   globalThis.gc?.()
-  const rollup = readFileSync('/proc/self/smaps_rollup', 'utf8')
-  const kib = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(rollup)[1])
-  return { rss: kib('Rss') / 1024, anonymous: kib('Anonymous') / 1024 }
+  let rss = 0
+  let anonymous = 0
+  for (const pid of ['self', ...ctx.codeRuntime.stats().hostPids]) {
+    const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8')
+    const kib = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(rollup)[1])
+    rss += kib('Rss') / 1024
+    anonymous += kib('Anonymous') / 1024
+  }
+  return { rss, anonymous }
 }
 const rssMb = () => memoryMb().rss
 

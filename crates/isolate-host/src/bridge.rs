@@ -1,10 +1,13 @@
 //! The binding bridge: host calls out of the isolates, replies back in.
 //!
 //! A program-side `await tools.x(args)` queues the call here through a sync
-//! op and gets a call id. The channel's call sender (`main.rs`) is woken
-//! ONCE per batch: while a wake-up is pending, further calls only join the
-//! outbox, and the sender carries the whole batch to the harness in one
-//! frame. Replies come back in
+//! op and gets a call id. Calls leave in batches, one frame each, from the
+//! run's own thread, with no thread in between: the first call of a batch
+//! as soon as the run's reply pump is armed (its first poll), the rest when
+//! the thread is about to park (its runtime's park hook), i.e. once the
+//! program's turn is over. `Promise.all` over thousands of calls therefore
+//! crosses in two frames; a call that a program makes and then computes on
+//! without yielding waits for its turn to end. Replies come back in
 //! batches too, into the run's mailbox, and the run's single reply pump (an
 //! async op armed only while calls are pending) takes them all at once. So
 //! `Promise.all` over thousands of calls costs a few thread hops and no
@@ -48,12 +51,15 @@ pub struct Mailbox {
   unanswered: AtomicUsize,
 }
 
-/// How long the pump spins for a reply before parking its thread. A host
-/// reply to a quick binding often lands within tens of microseconds, while
-/// waking a parked thread costs about that much again (far more on a VM with
-/// idle vCPUs). The spin's CPU time is credited back to the run's budget:
-/// waiting on a binding is never charged.
-const SPIN_BEFORE_PARK: Duration = Duration::from_micros(40);
+/// How long the pump spins for a reply before parking its thread. A reply
+/// to a quick binding crosses to the harness and back: two process hops
+/// and Node's main thread, 60-150 us on a 2-core VM, while waking the
+/// parked thread afterwards costs tens of microseconds more (measured: the
+/// sequential round trip went from ~170 us at a 40 us spin to ~90-110 us
+/// at 200 us). The spin's CPU time is credited back to the run's budget:
+/// waiting on a binding is never charged. A run whose tool is slow burns
+/// one spin per wait, then sleeps.
+const SPIN_BEFORE_PARK: Duration = Duration::from_micros(200);
 
 /// Waiting awake for the other thread only helps when that thread can run
 /// meanwhile: with one CPU available, a spin would only delay it (measured
@@ -113,12 +119,10 @@ impl Mailbox {
 #[derive(Default)]
 struct Outbox {
   calls: Vec<HostCall>,
-  /// A wake-up is on its way to the host; no need to send another.
-  wake_pending: bool,
 }
 
-/// The wake-up of whoever carries the outbox to the harness.
-pub type WakeHost = Box<dyn Fn() + Send + Sync>;
+/// Carries a batch of calls to the harness (the channel, in `main.rs`).
+pub type SendCalls = Box<dyn Fn(Vec<HostCall>) + Send + Sync>;
 
 /// The per-runtime router between isolate threads and the host.
 #[derive(Default)]
@@ -126,15 +130,14 @@ pub struct Bridge {
   outbox: Mutex<Outbox>,
   mailboxes: Mutex<HashMap<u32, Arc<Mailbox>>>,
   next_call: AtomicU32,
-  /// Set once, right after construction: the wake-up carries the bridge
-  /// (weakly), so the bridge cannot be handed it at construction.
-  wake_host: OnceLock<WakeHost>,
+  /// Set once, when the channel is up.
+  send_calls: OnceLock<SendCalls>,
 }
 
 impl Bridge {
-  /// Connect the host's wake-up; a second call is ignored.
-  pub fn connect_host(&self, wake_host: WakeHost) {
-    let _ = self.wake_host.set(wake_host);
+  /// Connect the harness; a second call is ignored.
+  pub fn connect_host(&self, send_calls: SendCalls) {
+    let _ = self.send_calls.set(send_calls);
   }
 
   /// Open a run's mailbox; replies for runs without one are dropped.
@@ -160,24 +163,20 @@ impl Bridge {
   pub fn call(&self, mailbox: &Mailbox, run_id: u32, namespace: u32, function: u32, args: String) -> u32 {
     mailbox.unanswered.fetch_add(1, Ordering::Relaxed);
     let call_id = self.next_call.fetch_add(1, Ordering::Relaxed);
-    let wake = {
-      let mut outbox = lock(&self.outbox);
-      outbox.calls.push(HostCall { run_id, call_id, namespace, function, args });
-      !std::mem::replace(&mut outbox.wake_pending, true)
-    };
-    if wake {
-      if let Some(wake_host) = self.wake_host.get() {
-        wake_host();
-      }
-    }
+    lock(&self.outbox).calls.push(HostCall { run_id, call_id, namespace, function, args });
     call_id
   }
 
-  /// Take every queued call (the host thread, once woken).
-  pub fn drain(&self) -> Vec<HostCall> {
-    let mut outbox = lock(&self.outbox);
-    outbox.wake_pending = false;
-    std::mem::take(&mut outbox.calls)
+  /// Send every queued call to the harness, in one batch (see the module
+  /// doc for who calls this, and when).
+  pub fn flush(&self) {
+    let calls = std::mem::take(&mut lock(&self.outbox).calls);
+    if calls.is_empty() {
+      return;
+    }
+    if let Some(send_calls) = self.send_calls.get() {
+      send_calls(calls);
+    }
   }
 
   /// Deliver host replies, waking each run's pump once; replies for ended

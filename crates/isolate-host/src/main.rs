@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::io::{BufReader, Write};
 use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh_isolate_host::bindings_descriptor::BindingsDescriptor;
@@ -79,36 +79,6 @@ impl RunEvents for ChannelEvents {
   }
 }
 
-/// Carries the bridge's queued host calls to the harness: woken once per
-/// batch by the bridge, it takes every call queued by then into one frame.
-struct CallSender {
-  woken: Mutex<bool>,
-  bell: Condvar,
-}
-
-impl CallSender {
-  fn wake(&self) {
-    *lock(&self.woken) = true;
-    self.bell.notify_one();
-  }
-
-  fn run(&self, bridge: &Bridge, channel: &Channel) -> ! {
-    loop {
-      {
-        let mut woken = lock(&self.woken);
-        while !*woken {
-          woken = self.bell.wait(woken).unwrap_or_else(std::sync::PoisonError::into_inner);
-        }
-        *woken = false;
-      }
-      let calls = bridge.drain();
-      if !calls.is_empty() {
-        channel.send(&FromHost::Calls(calls));
-      }
-    }
-  }
-}
-
 fn main() {
   // A panic on any thread ends the host: its runs settle as worker-exit in
   // the harness, instead of one of them waiting forever on a dead thread.
@@ -145,19 +115,9 @@ fn main() {
   }
 
   let bridge = Arc::new(Bridge::default());
-  let sender = Arc::new(CallSender { woken: Mutex::new(false), bell: Condvar::new() });
   {
-    let sender = sender.clone();
-    bridge.connect_host(Box::new(move || sender.wake()));
-  }
-  {
-    let (sender, bridge, channel) = (sender.clone(), bridge.clone(), channel.clone());
-    let spawned =
-      std::thread::Builder::new().name("dsh-host-calls".into()).spawn(move || sender.run(&bridge, &channel));
-    if spawned.is_err() {
-      eprintln!("dsh-isolate-host: the call sender could not start");
-      std::process::exit(2);
-    }
+    let channel = channel.clone();
+    bridge.connect_host(Box::new(move |calls| channel.send(&FromHost::Calls(calls))));
   }
   let max_log_units = usize::try_from(config.max_output_bytes).unwrap_or(usize::MAX);
   let events = Arc::new(ChannelEvents { channel: channel.clone(), max_log_units });

@@ -94,7 +94,11 @@ impl SandboxHost for RunHost {
 
   fn replies(&self) -> RepliesFuture {
     let mailbox = self.mailbox.clone();
+    let bridge = self.bridge.clone();
     Box::pin(async move {
+      // The pump's first poll sends what is queued (at least the call that
+      // armed it) before it waits for any reply.
+      bridge.flush();
       let mut batch = ReplyBatch::default();
       for (id, reply) in mailbox.take().await {
         batch.ids.push(id);

@@ -661,9 +661,14 @@ fn spawn_run_thread(shared: &Arc<Shared>, id: usize) {
 
 /// A run thread: prepare an isolate, run what is ready, repeat while wanted.
 fn run_thread(shared: &Shared, id: usize) {
+  let bridge = shared.bridge.clone();
   let runtime = match tokio::runtime::Builder::new_current_thread()
     .enable_time()
-    .on_thread_park(budget::before_park)
+    // Calls the program queued in its turn leave before the thread sleeps.
+    .on_thread_park(move || {
+      bridge.flush();
+      budget::before_park();
+    })
     .on_thread_unpark(budget::after_unpark)
     .build()
   {
