@@ -86,6 +86,13 @@ export declare class NativeRuntime {
 export declare const HOST_CALL_IDS: number
 
 /**
+ * The most isolate hosts one runtime may have: each is a process with a
+ * few threads and MiB of its own, and past a handful a crash's cost is
+ * already small.
+ */
+export declare const MAX_ISOLATE_HOSTS: number
+
+/**
  * The smallest `maxOutputBytes`: the room for `[]` and an empty failure
  * message's quotes.
  */
@@ -144,6 +151,13 @@ export interface NativeConfig {
    * `worker-exit`. Default 10000.
    */
   hostUnresponsiveMs: number
+  /**
+   * Isolate-host processes the runs are spread over (each run goes to the
+   * one with the fewest runs). A host that dies takes its own runs with
+   * it, so more hosts divide what a crash costs, at a few MiB each.
+   * Default 2.
+   */
+  isolateHosts: number
 }
 
 /**
@@ -210,7 +224,10 @@ export interface NativeStats {
    * cap, and once the runtime has been idle for 250 ms after other runs.
    */
   memoryReturns: number
-  /** Isolate hosts alive and taking runs (0 while one is being replaced). */
+  /**
+   * Isolate hosts alive and taking runs (fewer than `isolateHosts` while
+   * one is being replaced).
+   */
   hosts: number
   /** Hosts started to replace one that ended. */
   hostRestarts: number

@@ -773,10 +773,11 @@ if (
   }
 }
 
-const { NativeLogs, NativeRuntime, HOST_CALL_IDS, MIN_OUTPUT_BYTES, REPLY_IDS } = nativeBinding
+const { NativeLogs, NativeRuntime, HOST_CALL_IDS, MAX_ISOLATE_HOSTS, MIN_OUTPUT_BYTES, REPLY_IDS } = nativeBinding
 export { NativeLogs }
 export { NativeRuntime }
 export { HOST_CALL_IDS }
+export { MAX_ISOLATE_HOSTS }
 export { MIN_OUTPUT_BYTES }
 export { REPLY_IDS }
 export const __napiBindingTarget = __napiLoadedBindingTarget

@@ -47,11 +47,11 @@ function neverAnswers() {
   return { bindings, waiting }
 }
 
-/** The one host of a runtime. */
-function hostPid(m: Mounted): number {
-  const [pid] = m.runtime.stats().hostPids
-  expect(pid).toBeGreaterThan(0)
-  return pid as number
+/** The hosts of a runtime. */
+function hostPids(m: Mounted): number[] {
+  const pids = m.runtime.stats().hostPids
+  expect(pids.length).toBeGreaterThan(0)
+  return pids
 }
 
 let m: Mounted
@@ -60,10 +60,10 @@ beforeAll(async () => {
 })
 afterAll(() => m.dispose())
 
-/** The runtime still runs the next program, on a live host. */
+/** The runtime still runs the next program, and has all its hosts again. */
 async function healthy(runtime = m) {
   expect(await runtime.run('return [1, 2].map((x) => x * 2)')).toEqual({ logs: [], value: [2, 4] })
-  expect(runtime.runtime.stats().hosts).toBe(1)
+  await until(() => runtime.runtime.stats().hosts === runtime.runtime.config.isolateHosts)
 }
 
 describe('a host that dies is an outcome of its runs', () => {
@@ -95,7 +95,8 @@ describe('a host that dies is an outcome of its runs', () => {
     const { bindings, waiting } = neverAnswers()
     const pending = m.run('console.log("one"); console.log("two"); await tools.wait({}); return 1', { bindings })
     await waiting
-    process.kill(hostPid(m), 'SIGKILL')
+    // Every host: the run is on one of them.
+    for (const pid of hostPids(m)) process.kill(pid, 'SIGKILL')
     expect(await pending).toEqual({
       logs: ['one', 'two'],
       error: {
@@ -107,11 +108,11 @@ describe('a host that dies is an outcome of its runs', () => {
   })
 
   it('a host that stops answering (SIGSTOP) is killed and replaced', async () => {
-    const quick = await mount({ hostUnresponsiveMs: 300 })
+    const quick = await mount({ hostUnresponsiveMs: 300, isolateHosts: 1 })
     const { bindings, waiting } = neverAnswers()
     const pending = quick.run('await tools.wait({}); return 1', { bindings })
     await waiting
-    const pid = hostPid(quick)
+    const [pid] = hostPids(quick) as [number]
     process.kill(pid, 'SIGSTOP')
     const result = await pending
     expect(result.error?.kind).toBe('worker-exit')
@@ -122,18 +123,43 @@ describe('a host that dies is an outcome of its runs', () => {
   })
 
   it('a run queued behind a run whose host dies is placed again and completes', async () => {
-    const one = await mount({ maxConcurrentRuns: 1 })
+    const one = await mount({ maxConcurrentRuns: 1, isolateHosts: 1 })
     const { bindings, waiting } = neverAnswers()
     const first = one.run('await tools.wait({}); return 1', { bindings })
     await waiting
     const queued = one.run('console.log("queued"); return 2')
-    // The host has the queued run (it is waiting for admission there).
     await until(() => one.runtime.stats().queued === 1)
-    process.kill(hostPid(one), 'SIGKILL')
+    process.kill(hostPids(one)[0] as number, 'SIGKILL')
     expect((await first).error?.kind).toBe('worker-exit')
     expect(await queued).toEqual({ logs: ['queued'], value: 2 })
     expect(one.runtime.stats().runsLostToHostExits).toBe(1)
     await one.dispose()
+  })
+
+  it('a crash takes the runs on its own host only', async () => {
+    // Ten runs spread over two hosts, five each; the crash lands on one.
+    const two = await mount({ isolateHosts: 2 })
+    let called = 0
+    let everyoneWaits: () => void = () => {}
+    const allCalled = new Promise<void>((resolve) => (everyoneWaits = resolve))
+    let release: (value: number) => void = () => {}
+    const released = new Promise<number>((resolve) => (release = resolve))
+    const bindings = tools({
+      wait: () => {
+        if (++called === 10) everyoneWaits()
+        return released
+      },
+    })
+    const waiting = Array.from({ length: 10 }, () => two.run('return await tools.wait({})', { bindings }))
+    await allCalled
+    expect((await two.run(FATAL[0]![1] as string)).error?.kind).toBe('worker-exit')
+    release(1)
+    const results = await Promise.all(waiting)
+    expect(results.filter((result) => result.value === 1).length).toBe(5)
+    expect(results.filter((result) => result.error?.kind === 'worker-exit').length).toBe(5)
+    expect(two.runtime.stats().runsLostToHostExits).toBe(6)
+    await healthy(two)
+    await two.dispose()
   })
 
   it('a crash loop does not starve other runs, and starts one host per crash', async () => {
@@ -152,13 +178,15 @@ describe('a host that dies is an outcome of its runs', () => {
       else expect(other.value).toBe('still here')
       expect(await loop.run('return "after"')).toEqual({ logs: [], value: 'after' })
     }
+    // Once every host is back: one host started per crash, no more.
+    await healthy(loop)
     expect(loop.runtime.stats().hostRestarts).toBe(6)
     await loop.dispose()
   })
 
   it('dispose during a crash settles every run and leaves no host', async () => {
     const doomed = await mount()
-    const pid = hostPid(doomed)
+    const pids = hostPids(doomed)
     const runs = [
       doomed.run(FATAL[0]![1] as string),
       doomed.run('await new Promise(() => {})'),
@@ -171,8 +199,8 @@ describe('a host that dies is an outcome of its runs', () => {
       expect(['worker-exit', 'abort', undefined]).toContain(result.error?.kind)
     }
     expect(results[1]?.error?.kind).toBeDefined()
-    expect(alive(pid)).toBe(false)
-    expect(doomed.runtime.stats().hosts).toBe(0)
+    for (const pid of pids) expect(alive(pid)).toBe(false)
+    expect(doomed.runtime.stats()).toMatchObject({ hosts: 0, hostPids: [] })
   })
 })
 
@@ -188,11 +216,11 @@ describe('no host outlives the harness', () => {
         if (out.includes('\n')) resolve(JSON.parse(out.split('\n')[0] as string) as number[])
       })
     })
-    expect(pids.length).toBe(1)
-    expect(alive(pids[0] as number)).toBe(true)
+    expect(pids.length).toBe(2)
+    for (const pid of pids) expect(alive(pid)).toBe(true)
     const exited = new Promise((resolve) => child.on('exit', resolve))
     child.kill('SIGKILL')
     await exited
-    await until(() => !alive(pids[0] as number))
+    await until(() => pids.every((pid) => !alive(pid)))
   })
 })

@@ -66,6 +66,11 @@ pub struct NativeConfig {
   /// do) before it is killed and replaced, its started runs settling
   /// `worker-exit`. Default 10000.
   pub host_unresponsive_ms: f64,
+  /// Isolate-host processes the runs are spread over (each run goes to the
+  /// one with the fewest runs). A host that dies takes its own runs with
+  /// it, so more hosts divide what a crash costs, at a few MiB each.
+  /// Default 2.
+  pub isolate_hosts: u32,
 }
 
 /// Finished runs by outcome: `ok` for a completion, else the seam's
@@ -129,7 +134,8 @@ pub struct NativeStats {
   /// 16 MiB or more outside V8's own mappings or was stopped at a memory
   /// cap, and once the runtime has been idle for 250 ms after other runs.
   pub memory_returns: f64,
-  /// Isolate hosts alive and taking runs (0 while one is being replaced).
+  /// Isolate hosts alive and taking runs (fewer than `isolateHosts` while
+  /// one is being replaced).
   pub hosts: u32,
   /// Hosts started to replace one that ended.
   pub host_restarts: f64,
@@ -172,6 +178,12 @@ impl From<SupervisorStats> for NativeStats {
     }
   }
 }
+
+/// The most isolate hosts one runtime may have: each is a process with a
+/// few threads and MiB of its own, and past a handful a crash's cost is
+/// already small.
+#[napi]
+pub const MAX_ISOLATE_HOSTS: u32 = 64;
 
 struct Core {
   supervisor: Arc<Supervisor>,
@@ -240,6 +252,15 @@ impl NativeRuntime {
         format!("config.hostUnresponsiveMs must be a positive number, got {}", config.host_unresponsive_ms),
       ));
     }
+    if !(1..=MAX_ISOLATE_HOSTS).contains(&config.isolate_hosts) {
+      return Err(Error::new(
+        Status::InvalidArg,
+        format!(
+          "config.isolateHosts must be a whole number from 1 to {MAX_ISOLATE_HOSTS}, got {}",
+          config.isolate_hosts
+        ),
+      ));
+    }
     let executable = host_process::host_executable().map_err(|message| Error::new(Status::GenericFailure, message))?;
 
     let calls = Arc::new(CallOutbox::default());
@@ -256,6 +277,7 @@ impl NativeRuntime {
       config: runtime_config,
       executable,
       unresponsive_after: Duration::from_secs_f64((config.host_unresponsive_ms / 1000.0).min(1e9)),
+      hosts: config.isolate_hosts as usize,
     };
     let supervisor =
       Supervisor::start(settings, calls.clone()).map_err(|message| Error::new(Status::GenericFailure, message))?;

@@ -1,26 +1,34 @@
-//! The supervisor: the runs of one runtime and the isolate host they run
+//! The supervisor: the runs of one runtime and the isolate hosts they run
 //! in, seen from the harness.
 //!
 //! It owns one record per run from `run()` until its result is delivered,
-//! and the host: it starts it (the runtime is ready when its first host
-//! is), places runs on it, reads everything it sends (one reader thread),
-//! hears from it at least every heartbeat, and replaces it when it ends.
+//! and `isolateHosts` host slots: it starts their hosts (the runtime is
+//! ready when every first host is), admits runs and places each on a
+//! host, reads everything a host sends (one reader thread per host), hears
+//! from each at least every heartbeat, and replaces a host that ends.
+//!
+//! Admission is the harness's: at most `maxConcurrentRuns` runs are placed
+//! on hosts at once (a host's own scheduler then admits by its compute
+//! slots), the rest wait here in a FIFO queue of at most `maxQueuedRuns`.
+//! A run goes to the ready host with the fewest runs placed, so a host's
+//! death costs about its share of the runs in flight, not all of them.
 //!
 //! A host's end is a run outcome, never the harness's. Runs that had
 //! started on it settle `worker-exit` with a message naming what happened
 //! and the logs they wrote (the harness replays each run's ledger from the
 //! streamed entries, so nothing written is lost); runs placed on it that
-//! had not started are placed again on the next host (at most
-//! [`MAX_PLACEMENTS`] times). Deaths that follow each other quickly
-//! (a program that kills every host it lands on, retried) back off before
-//! the next start ([`restart_delay`]): hosts are never spawned without
-//! bound, and runs that wait meanwhile still meet their wall ceiling.
+//! had not started go back to the front of the queue, for the other hosts
+//! (at most [`MAX_PLACEMENTS`] placements). Deaths that follow each other
+//! quickly (a program that kills every host it lands on, retried) back off
+//! before the next start ([`restart_delay`]): hosts are never spawned
+//! without bound, and runs that wait meanwhile still meet their wall
+//! ceiling.
 //!
 //! Who does what: Node's main thread submits, aborts, replies and asks for
 //! stats; the reader thread of each host turns its frames into record
 //! updates, host calls and results; the supervisor thread sends heartbeats,
 //! kills a host that stops answering, starts replacements and times out
-//! runs waiting for one.
+//! runs waiting in the queue.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::BufReader;
@@ -58,6 +66,10 @@ const HEALTHY_LIFE: Duration = Duration::from_secs(5);
 /// How long after disposal begins a host that has not exited is killed.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
+/// How long `stats()` waits for the hosts' answers before it reports what
+/// a silent host said last.
+const STATS_WAIT: Duration = Duration::from_millis(250);
+
 /// The wait before starting a host after `quick_deaths` hosts in a row died
 /// within [`HEALTHY_LIFE`] of their start: none for the first, then 50 ms
 /// doubling up to 2 s. A program that kills every host it lands on,
@@ -72,7 +84,7 @@ pub fn restart_delay(quick_deaths: u32) -> Duration {
 /// How a run ends, for whoever waits on it.
 pub enum RunEnd {
   Output(Output),
-  /// The host's queue was full.
+  /// A host's queue was full (the harness's own queue refuses at `run()`).
   Refused,
 }
 
@@ -85,6 +97,22 @@ pub struct Settings {
   pub executable: PathBuf,
   /// A host silent for this long is killed and replaced.
   pub unresponsive_after: Duration,
+  /// How many hosts share the runs.
+  pub hosts: usize,
+}
+
+impl Settings {
+  /// What the host of `slot` is told: its share of the prepared reserve
+  /// (the shares add up to `preparedIsolates`), and room for every run
+  /// the harness may place on it.
+  fn host_config(&self, slot: usize) -> RuntimeConfig {
+    let hosts = self.hosts.max(1);
+    let mut config = self.config.clone();
+    config.prepared_isolates =
+      self.config.prepared_isolates / hosts + usize::from(slot < self.config.prepared_isolates % hosts);
+    config.max_queued_runs = self.config.max_concurrent_runs;
+    config
+  }
 }
 
 struct RunRecord {
@@ -103,6 +131,8 @@ struct RunRecord {
 /// One live host.
 struct Host {
   generation: u64,
+  /// Its slot in [`State::slots`].
+  slot: usize,
   pid: u32,
   link: Arc<HostLink>,
   child: Mutex<Child>,
@@ -125,25 +155,36 @@ impl Host {
   }
 }
 
+/// A place for one host, and what the supervisor knows of it.
+#[derive(Default)]
+struct Slot {
+  host: Option<Arc<Host>>,
+  ready: bool,
+  /// Runs placed on its host and not finished.
+  placed: usize,
+  /// When its next host may start (after a death, with backoff).
+  restart_at: Option<Instant>,
+  last_heard: Option<Instant>,
+  /// The last stats request it answered, and its answer.
+  stats_answered: u64,
+  stats: HostStats,
+}
+
 #[derive(Default)]
 struct State {
   runs: HashMap<u32, RunRecord>,
-  /// Runs waiting for a host, in the order they came.
+  /// Runs waiting for admission or for a host, in the order they came.
   pending: VecDeque<u32>,
-  host: Option<Arc<Host>>,
-  ready: bool,
+  slots: Vec<Slot>,
+  /// Where the search for the least loaded host starts (turns by one).
+  next_slot: usize,
   generation: u64,
-  /// When the next host may start (after a death, with backoff).
-  restart_at: Option<Instant>,
   quick_deaths: u32,
   start_failures: u32,
   readers: Vec<JoinHandle<()>>,
   disposing: bool,
   finished: bool,
-  last_heard: Option<Instant>,
   stats_asked: u64,
-  stats_answered: u64,
-  host_stats: HostStats,
   /// CPU, disposals and memory returns of the hosts that have ended.
   ended_hosts: HostStats,
   outcomes: Outcomes,
@@ -151,6 +192,28 @@ struct State {
   host_starts: u64,
   runs_lost: u64,
   last_host_end: Option<String>,
+}
+
+impl State {
+  fn in_flight(&self) -> usize {
+    self.slots.iter().map(|slot| slot.placed).sum()
+  }
+
+  /// The live host of `generation`, if it is still its slot's.
+  fn host(&self, generation: u64) -> Option<&Arc<Host>> {
+    self.slots.iter().filter_map(|slot| slot.host.as_ref()).find(|host| host.generation == generation)
+  }
+
+  /// The ready host with the fewest runs placed (ties taken in turn).
+  fn least_loaded(&mut self) -> Option<usize> {
+    let count = self.slots.len();
+    let chosen = (0..count)
+      .map(|i| (self.next_slot + i) % count)
+      .filter(|&i| self.slots[i].ready && self.slots[i].host.is_some())
+      .min_by_key(|&i| self.slots[i].placed)?;
+    self.next_slot = (chosen + 1) % count;
+    Some(chosen)
+  }
 }
 
 pub struct Supervisor {
@@ -165,8 +228,9 @@ pub struct Supervisor {
 
 /// The harness's view of the hosts and runs, for `stats()`.
 pub struct SupervisorStats {
+  /// The live hosts' counts, added up, with what ended hosts counted.
   pub host: HostStats,
-  /// Runs waiting for a host to be placed on.
+  /// Runs waiting in the harness's queue (for admission or a host).
   pub waiting_for_host: usize,
   pub outcomes: Outcomes,
   pub refused: u64,
@@ -179,9 +243,10 @@ pub struct SupervisorStats {
 }
 
 impl Supervisor {
-  /// Start the supervisor and its first host; returns once that host is
-  /// ready, or with why it could not be.
+  /// Start the supervisor and its hosts; returns once every host is ready,
+  /// or with why one could not be.
   pub fn start(settings: Settings, calls: Arc<CallOutbox>) -> Result<Arc<Supervisor>, String> {
+    let hosts = settings.hosts.max(1);
     let supervisor = Arc::new(Supervisor {
       settings,
       state: Mutex::default(),
@@ -191,23 +256,31 @@ impl Supervisor {
     });
     {
       let mut state = lock(&supervisor.state);
-      supervisor.start_host(&mut state)?;
+      state.slots.resize_with(hosts, Slot::default);
+      let started = (0..hosts).try_for_each(|slot| supervisor.start_host(&mut state, slot));
       let deadline = Instant::now() + HOST_START_TIMEOUT;
-      while !state.ready {
-        if state.host.is_none() {
-          let why = state.last_host_end.clone().unwrap_or_else(|| "it ended".to_owned());
-          state.disposing = true;
-          return Err(format!("the isolate host did not start: {why}"));
+      let failure = loop {
+        if let Err(message) = &started {
+          break Some(message.clone());
+        }
+        if state.slots.iter().all(|slot| slot.ready) {
+          break None;
+        }
+        if state.slots.iter().any(|slot| slot.host.is_none()) {
+          break Some(state.last_host_end.clone().unwrap_or_else(|| "it ended".to_owned()));
         }
         let now = Instant::now();
         if now >= deadline {
-          if let Some(host) = state.host.clone() {
-            host.kill(HostEnd::Unresponsive { silent_ms: HOST_START_TIMEOUT.as_millis() as u64 });
-          }
-          state.disposing = true;
-          return Err("the isolate host did not start within 30 s".to_owned());
+          break Some(format!("no answer within {} s", HOST_START_TIMEOUT.as_secs()));
         }
         state = supervisor.wait(state, deadline - now);
+      };
+      if let Some(why) = failure {
+        state.disposing = true;
+        for host in state.slots.iter().filter_map(|slot| slot.host.clone()) {
+          host.kill(HostEnd::Unresponsive { silent_ms: 0 });
+        }
+        return Err(format!("the isolate host did not start: {why}"));
       }
     }
     let weak = Arc::downgrade(&supervisor);
@@ -223,10 +296,10 @@ impl Supervisor {
     self.changed.wait_timeout(state, timeout).map_or_else(|p| p.into_inner().0, |(guard, _)| guard)
   }
 
-  /// Start a host (the caller holds the state); its reader thread takes it
-  /// from there.
-  fn start_host(self: &Arc<Self>, state: &mut State) -> Result<(), String> {
-    state.restart_at = None;
+  /// Start a host in `slot` (the caller holds the state); its reader thread
+  /// takes it from there.
+  fn start_host(self: &Arc<Self>, state: &mut State, slot: usize) -> Result<(), String> {
+    state.slots[slot].restart_at = None;
     let spawned = match spawn(&self.settings.executable) {
       Ok(spawned) => spawned,
       Err(message) => {
@@ -241,6 +314,7 @@ impl Supervisor {
     state.host_starts += 1;
     let host = Arc::new(Host {
       generation: state.generation,
+      slot,
       pid: spawned.child.id(),
       link,
       child: Mutex::new(spawned.child),
@@ -248,10 +322,8 @@ impl Supervisor {
       born: Instant::now(),
       killed_for: Mutex::new(None),
     });
-    host.send(&ToHost::Configure { config: Box::new(self.settings.config.clone()) });
-    state.host = Some(host.clone());
-    state.ready = false;
-    state.last_heard = Some(Instant::now());
+    host.send(&ToHost::Configure { config: Box::new(self.settings.host_config(slot)) });
+    state.slots[slot] = Slot { host: Some(host.clone()), last_heard: Some(Instant::now()), ..Slot::default() };
     let supervisor = Arc::downgrade(self);
     let reader = std::thread::Builder::new()
       .name("dsh-host-reader".into())
@@ -262,7 +334,7 @@ impl Supervisor {
         Ok(())
       }
       Err(error) => {
-        if let Some(host) = state.host.take() {
+        if let Some(host) = state.slots[slot].host.take() {
           host.kill(HostEnd::ProtocolViolation("no reader thread".to_owned()));
           host.link.close();
         }
@@ -278,7 +350,10 @@ impl Supervisor {
       return Err("run() after disposal".to_owned());
     }
     let config = &self.settings.config;
-    if state.pending.len() >= config.max_queued_runs {
+    let starts_now = state.pending.is_empty()
+      && state.in_flight() < config.max_concurrent_runs
+      && state.slots.iter().any(|slot| slot.ready);
+    if !starts_now && state.pending.len() >= config.max_queued_runs {
       state.refused += 1;
       return Err(queue_full());
     }
@@ -293,18 +368,25 @@ impl Supervisor {
       deadline: Instant::now() + Duration::from_secs_f64(config.max_wall_ms / 1000.0),
     };
     state.runs.insert(run_id, record);
-    if state.ready && state.pending.is_empty() {
-      self.place(&mut state, run_id);
-    } else {
-      state.pending.push_back(run_id);
-    }
+    state.pending.push_back(run_id);
+    self.admit(&mut state);
     Ok(())
   }
 
-  /// Send a run to the ready host.
-  fn place(&self, state: &mut State, run_id: u32) {
-    let Some(host) = state.host.clone() else {
-      state.pending.push_back(run_id);
+  /// Place queued runs on hosts while fewer than `maxConcurrentRuns` are
+  /// placed and a host is ready.
+  fn admit(&self, state: &mut State) {
+    while !state.pending.is_empty() && state.in_flight() < self.settings.config.max_concurrent_runs {
+      let Some(slot) = state.least_loaded() else { return };
+      let Some(run_id) = state.pending.pop_front() else { return };
+      self.place(state, run_id, slot);
+    }
+  }
+
+  /// Send a run to the host of `slot`.
+  fn place(&self, state: &mut State, run_id: u32, slot: usize) {
+    let Some(host) = state.slots[slot].host.clone() else {
+      state.pending.push_front(run_id);
       return;
     };
     let Some(record) = state.runs.get_mut(&run_id) else { return };
@@ -313,42 +395,45 @@ impl Supervisor {
     let wall_ms = record.deadline.saturating_duration_since(Instant::now()).as_secs_f64() * 1000.0;
     let mut frame = Vec::with_capacity(32 + record.program.len() + record.bindings_json.len());
     encode_submit(&mut frame, run_id, wall_ms, &record.program, &record.bindings_json);
+    state.slots[slot].placed += 1;
     host.link.send(&frame);
   }
 
-  /// Abort a run: on its host, or here if it waits for one.
+  /// Abort a run: on its host, or here if it waits in the queue.
   pub fn abort(&self, run_id: u32, reason: Vec<u16>) {
     let mut state = lock(&self.state);
     let Some(record) = state.runs.get(&run_id) else { return };
-    match (record.host, state.host.clone()) {
-      (Some(generation), Some(host)) if host.generation == generation => {
-        host.send(&ToHost::Abort { run_id, reason });
-      }
-      _ => {
-        state.pending.retain(|pending| *pending != run_id);
-        if let Some(delivery) = self.finish(&mut state, run_id, FinishWith::Failure(FailureKind::Abort, reason)) {
-          drop(state);
-          delivery.deliver();
-        }
-      }
+    if let Some(host) = record.host.and_then(|generation| state.host(generation)) {
+      host.send(&ToHost::Abort { run_id, reason });
+      return;
+    }
+    state.pending.retain(|pending| *pending != run_id);
+    if let Some(delivery) = self.finish(&mut state, run_id, FinishWith::Failure(FailureKind::Abort, reason)) {
+      drop(state);
+      delivery.deliver();
     }
   }
 
-  /// Send host-call replies to the host their runs are on. Returns whether
+  /// Send host-call replies to the hosts their runs are on. Returns whether
   /// a live run was answered.
   pub fn reply(&self, replies: Vec<Reply>) -> bool {
     let state = lock(&self.state);
-    let Some(host) = state.host.clone() else { return false };
-    let live: Vec<Reply> = replies
-      .into_iter()
-      .filter(|reply| state.runs.get(&reply.run_id).is_some_and(|record| record.host == Some(host.generation)))
-      .collect();
-    drop(state);
-    if live.is_empty() {
-      return false;
+    let mut by_host: Vec<(Arc<Host>, Vec<Reply>)> = Vec::new();
+    for reply in replies {
+      let Some(host) = state.runs.get(&reply.run_id).and_then(|record| record.host).and_then(|g| state.host(g)) else {
+        continue;
+      };
+      match by_host.iter_mut().find(|(known, _)| known.generation == host.generation) {
+        Some((_, batch)) => batch.push(reply),
+        None => by_host.push((host.clone(), vec![reply])),
+      }
     }
-    host.send(&ToHost::Replies(live));
-    true
+    drop(state);
+    let answered = !by_host.is_empty();
+    for (host, batch) in by_host {
+      host.send(&ToHost::Replies(batch));
+    }
+    answered
   }
 
   /// A run that fails before it is submitted (a pre-aborted signal) is
@@ -357,26 +442,57 @@ impl Supervisor {
     lock(&self.state).outcomes.count(completion);
   }
 
-  /// The hosts' and the harness's counts, as fresh as the host can answer
-  /// within a short wait (a host that does not answer contributes what it
+  /// The hosts' and the harness's counts, as fresh as the hosts can answer
+  /// within [`STATS_WAIT`] (a host that does not answer contributes what it
   /// said last).
   pub fn stats(&self) -> SupervisorStats {
     let mut state = lock(&self.state);
-    if let (true, Some(host)) = (state.ready, state.host.clone()) {
-      state.stats_asked += 1;
-      let seq = state.stats_asked;
-      host.send(&ToHost::StatsRequest { seq });
-      let deadline = Instant::now() + Duration::from_millis(250);
-      while state.stats_answered < seq && state.host.as_ref().is_some_and(|now| now.generation == host.generation) {
-        let now = Instant::now();
-        if now >= deadline {
-          break;
-        }
-        state = self.wait(state, deadline - now);
+    state.stats_asked += 1;
+    let seq = state.stats_asked;
+    let asked: Vec<u64> = state
+      .slots
+      .iter()
+      .filter(|slot| slot.ready)
+      .filter_map(|slot| slot.host.as_ref())
+      .map(|host| {
+        host.send(&ToHost::StatsRequest { seq });
+        host.generation
+      })
+      .collect();
+    let deadline = Instant::now() + STATS_WAIT;
+    loop {
+      let waiting = state.slots.iter().any(|slot| {
+        slot.host.as_ref().is_some_and(|host| asked.contains(&host.generation)) && slot.stats_answered < seq
+      });
+      let now = Instant::now();
+      if !waiting || now >= deadline {
+        break;
       }
+      state = self.wait(state, deadline - now);
     }
-    let alive = state.host.is_some() && state.ready;
-    let mut host = if alive { state.host_stats } else { HostStats::default() };
+    let mut host = HostStats::default();
+    let mut alive = 0;
+    let mut pids = Vec::new();
+    for slot in &state.slots {
+      let Some(live) = &slot.host else { continue };
+      pids.push(live.pid);
+      if !slot.ready {
+        continue;
+      }
+      alive += 1;
+      let stats = slot.stats;
+      host.queued += stats.queued;
+      host.in_flight += stats.in_flight;
+      host.starting += stats.starting;
+      host.computing += stats.computing;
+      host.waiting += stats.waiting;
+      host.waiting_on_host += stats.waiting_on_host;
+      host.threads += stats.threads;
+      host.prepared_isolates += stats.prepared_isolates;
+      host.cpu_ms += stats.cpu_ms;
+      host.isolates_disposed += stats.isolates_disposed;
+      host.memory_returns += stats.memory_returns;
+    }
     host.cpu_ms += state.ended_hosts.cpu_ms;
     host.isolates_disposed += state.ended_hosts.isolates_disposed;
     host.memory_returns += state.ended_hosts.memory_returns;
@@ -385,17 +501,17 @@ impl Supervisor {
       waiting_for_host: state.pending.len(),
       outcomes: state.outcomes,
       refused: state.refused,
-      hosts_alive: u32::from(alive),
-      host_restarts: state.host_starts.saturating_sub(1),
+      hosts_alive: alive,
+      host_restarts: state.host_starts.saturating_sub(state.slots.len() as u64),
       runs_lost: state.runs_lost,
       last_host_end: state.last_host_end.clone(),
-      host_pids: state.host.iter().map(|host| host.pid).collect(),
+      host_pids: pids,
     }
   }
 
-  /// Dispose: runs waiting for a host end `abort: runtime disposed`, the
-  /// host stops its runs (each reports its result) and exits, or is killed
-  /// after a grace period; returns once every host thread is done.
+  /// Dispose: runs in the queue end `abort: runtime disposed`, each host
+  /// stops its runs (each reports its result) and exits, or is killed after
+  /// a grace period; returns once every host thread is done.
   pub fn shutdown(&self) {
     let mut state = lock(&self.state);
     if !state.disposing {
@@ -405,7 +521,7 @@ impl Supervisor {
       for run_id in pending {
         deliveries.extend(self.finish(&mut state, run_id, disposed()));
       }
-      if let Some(host) = state.host.clone() {
+      for host in state.slots.iter().filter_map(|slot| slot.host.clone()) {
         host.send(&ToHost::Shutdown);
       }
       self.changed.notify_all();
@@ -416,10 +532,12 @@ impl Supervisor {
       state = lock(&self.state);
     }
     let deadline = Instant::now() + SHUTDOWN_GRACE;
-    while let Some(host) = state.host.clone() {
+    while state.slots.iter().any(|slot| slot.host.is_some()) {
       let now = Instant::now();
       if now >= deadline {
-        host.kill(HostEnd::Unresponsive { silent_ms: SHUTDOWN_GRACE.as_millis() as u64 });
+        for host in state.slots.iter().filter_map(|slot| slot.host.clone()) {
+          host.kill(HostEnd::Unresponsive { silent_ms: SHUTDOWN_GRACE.as_millis() as u64 });
+        }
         state = self.wait(state, Duration::from_millis(100));
         continue;
       }
@@ -449,6 +567,9 @@ impl Supervisor {
   /// Remove a run's record and settle its output through its ledger.
   fn finish(&self, state: &mut State, run_id: u32, with: FinishWith) -> Option<Delivery> {
     let record = state.runs.remove(&run_id)?;
+    if let Some(slot) = record.host.and_then(|generation| state.host(generation)).map(|host| host.slot) {
+      state.slots[slot].placed = state.slots[slot].placed.saturating_sub(1);
+    }
     let ledger = record.ledger;
     let output = match with {
       FinishWith::Completion(Completion::NoValue) => ledger.finish_no_value(),
@@ -464,26 +585,25 @@ impl Supervisor {
     Some(Delivery { deliver: record.deliver, end: RunEnd::Output(output) })
   }
 
-  /// One frame from the host of `generation`. An error is a protocol
-  /// violation: the host is ended for it.
+  /// One frame from `host`. An error is a protocol violation: the host is
+  /// ended for it.
   fn receive(&self, host: &Arc<Host>, message: FromHost) -> Result<(), String> {
     let mut state = lock(&self.state);
-    if state.host.as_ref().is_none_or(|current| current.generation != host.generation) {
+    if state.host(host.generation).is_none() {
       return Err("a frame from a host that was replaced".to_owned());
     }
-    state.last_heard = Some(Instant::now());
+    let slot = host.slot;
+    state.slots[slot].last_heard = Some(Instant::now());
     let on_this_host =
       |state: &State, run_id: u32| state.runs.get(&run_id).is_some_and(|record| record.host == Some(host.generation));
     match message {
       FromHost::Ready => {
-        if state.ready {
+        if state.slots[slot].ready {
           return Err("ready twice".to_owned());
         }
-        state.ready = true;
+        state.slots[slot].ready = true;
         state.start_failures = 0;
-        while let Some(run_id) = state.pending.pop_front() {
-          self.place(&mut state, run_id);
-        }
+        self.admit(&mut state);
         self.changed.notify_all();
       }
       FromHost::Started { run_id } => {
@@ -504,9 +624,10 @@ impl Supervisor {
         _ => return Err(format!("a log entry for run {run_id}, which is not on this host")),
       },
       FromHost::Calls(mut calls) => {
-        // The host's call sender may carry a call its run made just before
-        // it finished, after the run's result: such calls are dropped (no
-        // one waits for them). A call for a run on another host is a lie.
+        // A run's last calls may cross after its result (the run queued
+        // them, then finished before its thread parked): such calls are
+        // dropped, no one waits for them. A call for a run on another host
+        // is a lie.
         if let Some(call) = calls.iter().find(|call| {
           state.runs.get(&call.run_id).is_some_and(|record| record.host.is_some_and(|on| on != host.generation))
         }) {
@@ -522,8 +643,10 @@ impl Supervisor {
         if !on_this_host(&state, run_id) {
           return Err(format!("run {run_id} finished, but it is not on this host"));
         }
-        if let Some(delivery) = self.finish(&mut state, run_id, FinishWith::Completion(completion)) {
-          drop(state);
+        let delivery = self.finish(&mut state, run_id, FinishWith::Completion(completion));
+        self.admit(&mut state);
+        drop(state);
+        if let Some(delivery) = delivery {
           delivery.deliver();
         }
       }
@@ -532,6 +655,7 @@ impl Supervisor {
           return Err(format!("run {run_id} refused, but it is not on this host"));
         }
         state.refused += 1;
+        state.slots[slot].placed = state.slots[slot].placed.saturating_sub(1);
         if let Some(record) = state.runs.remove(&run_id) {
           drop(state);
           (record.deliver)(RunEnd::Refused);
@@ -541,32 +665,30 @@ impl Supervisor {
         if seq > state.stats_asked {
           return Err(format!("stats for request {seq}, which was never sent"));
         }
-        state.stats_answered = state.stats_answered.max(seq);
-        state.host_stats = stats;
+        let slot = &mut state.slots[slot];
+        slot.stats_answered = slot.stats_answered.max(seq);
+        slot.stats = stats;
         self.changed.notify_all();
       }
     }
     Ok(())
   }
 
-  /// The host of `generation` has ended: settle what it took with it,
-  /// place again what it had not started, and plan its replacement.
+  /// `host` has ended: settle what it took with it, queue again (first)
+  /// what it had not started, and plan its replacement.
   fn host_ended(&self, host: &Arc<Host>, end: HostEnd) {
     let message: Vec<u16> = end.describe().encode_utf16().collect();
     let mut state = lock(&self.state);
-    if state.host.as_ref().is_none_or(|current| current.generation != host.generation) {
+    if state.host(host.generation).is_none() {
       return;
     }
-    state.host = None;
-    let was_ready = std::mem::replace(&mut state.ready, false);
+    let slot = std::mem::take(&mut state.slots[host.slot]);
     state.last_host_end = Some(end.describe());
     // What it counted stays counted.
-    let last = state.host_stats;
-    state.ended_hosts.cpu_ms += last.cpu_ms;
-    state.ended_hosts.isolates_disposed += last.isolates_disposed;
-    state.ended_hosts.memory_returns += last.memory_returns;
-    state.host_stats = HostStats::default();
-    if was_ready {
+    state.ended_hosts.cpu_ms += slot.stats.cpu_ms;
+    state.ended_hosts.isolates_disposed += slot.stats.isolates_disposed;
+    state.ended_hosts.memory_returns += slot.stats.memory_returns;
+    if slot.ready {
       state.start_failures = 0;
     } else {
       state.start_failures += 1;
@@ -614,7 +736,9 @@ impl Supervisor {
     if !state.disposing {
       let quick = host.born.elapsed() < HEALTHY_LIFE;
       state.quick_deaths = if quick { state.quick_deaths + 1 } else { 1 };
-      state.restart_at = Some(Instant::now() + restart_delay(state.quick_deaths));
+      state.slots[host.slot].restart_at = Some(Instant::now() + restart_delay(state.quick_deaths));
+      // The other hosts take what this one had not started.
+      self.admit(&mut state);
     }
     self.changed.notify_all();
     drop(state);
@@ -706,31 +830,39 @@ fn supervise(supervisor: &Weak<Supervisor>) {
     }
     let now = Instant::now();
     let mut wake = now + beat;
-    if let (Some(host), false) = (state.host.clone(), state.disposing) {
-      let silent = state.last_heard.map_or(Duration::ZERO, |heard| now.saturating_duration_since(heard));
-      if silent >= supervisor.settings.unresponsive_after {
-        host.kill(HostEnd::Unresponsive { silent_ms: silent.as_millis() as u64 });
-      } else if now >= next_beat && state.ready {
-        state.stats_asked += 1;
-        host.send(&ToHost::StatsRequest { seq: state.stats_asked });
-        next_beat = now + beat;
-      }
-      wake = wake.min(next_beat);
+    let beating = now >= next_beat;
+    if beating {
+      state.stats_asked += 1;
+      next_beat = now + beat;
     }
-    if state.host.is_none() && !state.disposing {
-      match state.restart_at {
-        Some(at) if at <= now => {
-          if supervisor.start_host(&mut state).is_err() {
-            state.start_failures += 1;
-            state.quick_deaths += 1;
-            state.restart_at = Some(now + restart_delay(state.quick_deaths).max(Duration::from_millis(50)));
+    let seq = state.stats_asked;
+    for index in 0..state.slots.len() {
+      if state.disposing {
+        break;
+      }
+      let slot = &state.slots[index];
+      match (&slot.host, slot.restart_at) {
+        (Some(host), _) => {
+          let silent = slot.last_heard.map_or(Duration::ZERO, |heard| now.saturating_duration_since(heard));
+          if silent >= supervisor.settings.unresponsive_after {
+            host.kill(HostEnd::Unresponsive { silent_ms: silent.as_millis() as u64 });
+          } else if beating && slot.ready {
+            host.send(&ToHost::StatsRequest { seq });
           }
         }
-        Some(at) => wake = wake.min(at),
-        None => state.restart_at = Some(now),
+        (None, Some(at)) if at > now => wake = wake.min(at),
+        (None, _) => {
+          if supervisor.start_host(&mut state, index).is_err() {
+            state.start_failures += 1;
+            state.quick_deaths += 1;
+            let delay = restart_delay(state.quick_deaths).max(Duration::from_millis(50));
+            state.slots[index].restart_at = Some(now + delay);
+          }
+        }
       }
     }
-    // Runs waiting for a host still meet their wall ceiling.
+    wake = wake.min(next_beat);
+    // Runs waiting in the queue still meet their wall ceiling.
     let mut deliveries = Vec::new();
     let overdue: Vec<u32> = state
       .pending
@@ -832,6 +964,7 @@ while read_frame()[0] != 6:
       config: config(),
       executable: hostile_host(name, hostile),
       unresponsive_after: Duration::from_secs(60),
+      hosts: 1,
     };
     let supervisor = Supervisor::start(settings, Arc::default()).unwrap();
     let (send, receive) = mpsc::channel();

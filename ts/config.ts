@@ -5,7 +5,7 @@
  */
 import os from 'node:os'
 import z from '@deepseek-ai/schemastery'
-import { MIN_OUTPUT_BYTES, type NativeConfig } from './native.js'
+import { MAX_ISOLATE_HOSTS, MIN_OUTPUT_BYTES, type NativeConfig } from './native.js'
 import { PACKAGE } from './package.js'
 
 /** Node's setTimeout ceiling, the seam's upper bound for maxWallMs. */
@@ -28,6 +28,7 @@ export const Config: z<V8CodeRuntimeConfig> = z.object({
   maxQueuedRuns: z.number().default(10_000).description('runs that may wait for admission'),
   preparedIsolates: z.number().default(Math.max(1, os.availableParallelism())).description('isolates kept prepared'),
   hostUnresponsiveMs: z.number().default(10_000).description('silence after which an isolate host is replaced (ms)'),
+  isolateHosts: z.number().default(2).description('isolate-host processes the runs are spread over'),
 }) as z<V8CodeRuntimeConfig>
 
 /**
@@ -74,5 +75,8 @@ export function validateConfig(config: V8CodeRuntimeConfig): void {
     if (!Number.isSafeInteger(config[key]) || config[key] > 0xffff_ffff) {
       throw new Error(`${PACKAGE}: config.${key} must be a whole number, got ${String(config[key])}`)
     }
+  }
+  if (!Number.isSafeInteger(config.isolateHosts) || config.isolateHosts > MAX_ISOLATE_HOSTS) {
+    throw new Error(`${PACKAGE}: config.isolateHosts must be a whole number from 1 to ${MAX_ISOLATE_HOSTS}, got ${String(config.isolateHosts)}`)
   }
 }
