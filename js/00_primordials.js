@@ -266,7 +266,7 @@
   // deno_core exposes the engine's proxy check; the host passes util.types.isProxy.
   p.isProxy = globalThis.Deno.core.isProxy;
 
-  // The sandbox's own ops, as src/sandbox_ext.rs lists them (the one list):
+  // The sandbox's own ops, as crates/isolate-host/src/sandbox_ext.rs lists them (the one list):
   // every op named op_dsh_*, captured before the seal removes Deno.
   const coreOps = globalThis.Deno.core.ops;
   const ops = Object.create(null);
@@ -274,7 +274,7 @@
     if (name.startsWith("op_dsh_")) ops[name] = coreOps[name];
   }
 
-  // The numbers the ops and this JS exchange, by name, as src/sandbox_ext.rs
+  // The numbers the ops and this JS exchange, by name, as crates/isolate-host/src/sandbox_ext.rs
   // defines them (the one definition). A name the JS uses that the table
   // lacks fails the snapshot build, not a run. (The host realm evaluates
   // this file without ops, for lossless JSON only: it gets an empty table.)
@@ -284,7 +284,7 @@
     const names = table[group];
     protocol[group] = new Proxy(Object.freeze({ __proto__: null, ...names }), {
       get(target, name) {
-        if (!Object.hasOwn(target, name)) throw new Error(`protocol.${group}.${String(name)} is not defined by src/sandbox_ext.rs`);
+        if (!Object.hasOwn(target, name)) throw new Error(`protocol.${group}.${String(name)} is not defined by crates/isolate-host/src/sandbox_ext.rs`);
         return target[name];
       },
     });
@@ -321,7 +321,7 @@
     // defines while the snapshot is made; frozen then.
     webGlobals: [],
     // (host) => void: told the host's facts at seal() ({ nodeMajor,
-    // hardwareConcurrency, platform }: src/isolate.rs).
+    // hardwareConcurrency, platform }: crates/isolate-host/src/isolate.rs).
     nodeLineFollowers: [],
   };
   globalThis.__dsh = dsh;

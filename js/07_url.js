@@ -12,7 +12,7 @@
 
   const HEX_PAIR = new p.RegExp("^[0-9a-fA-F]{2}$");
   // Indices of the components the ops return, and the ops' setter numbers
-  // (src/sandbox_ext.rs defines both).
+  // (crates/isolate-host/src/sandbox_ext.rs defines both).
   const { href: HREF, origin: ORIGIN, protocol: PROTOCOL, username: USERNAME, password: PASSWORD, host: HOST, hostname: HOSTNAME, port: PORT, pathname: PATHNAME, search: SEARCH, hash: HASH } =
     dsh.protocol.urlParts;
   const {

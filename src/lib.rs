@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_protocol::bindings_descriptor::BindingsDescriptor;
-use dsh_protocol::config::{HostFacts, RuntimeConfig};
+use dsh_protocol::config::{machine_busy_slots, HostFacts, RuntimeConfig};
 use dsh_protocol::frame::Reply;
 use dsh_protocol::ledger::{FailureKind, Outcomes, OutputLedger};
 use napi::bindgen_prelude::*;
@@ -238,6 +238,7 @@ impl NativeRuntime {
       max_concurrent_runs: config.max_concurrent_runs as usize,
       max_queued_runs: config.max_queued_runs as usize,
       prepared_isolates: config.prepared_isolates as usize,
+      busy_slots: machine_busy_slots(),
       host: HostFacts {
         node_major: env.get_node_version()?.major,
         hardware_concurrency: available_parallelism(),

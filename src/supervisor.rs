@@ -103,13 +103,14 @@ pub struct Settings {
 
 impl Settings {
   /// What the host of `slot` is told: its share of the prepared reserve
-  /// (the shares add up to `preparedIsolates`), and room for every run
-  /// the harness may place on it.
+  /// and of the machine's busy slots (the shares add up to the whole), and
+  /// room for every run the harness may place on it.
   fn host_config(&self, slot: usize) -> RuntimeConfig {
     let hosts = self.hosts.max(1);
     let mut config = self.config.clone();
-    config.prepared_isolates =
-      self.config.prepared_isolates / hosts + usize::from(slot < self.config.prepared_isolates % hosts);
+    let share = |total: usize| total / hosts + usize::from(slot < total % hosts);
+    config.prepared_isolates = share(self.config.prepared_isolates);
+    config.busy_slots = share(self.config.busy_slots).max(1);
     config.max_queued_runs = self.config.max_concurrent_runs;
     config
   }
@@ -913,6 +914,7 @@ mod tests {
       max_concurrent_runs: 8,
       max_queued_runs: 8,
       prepared_isolates: 0,
+      busy_slots: 4,
       host: HostFacts { node_major: 22, hardware_concurrency: 1, platform: HostFacts::navigator_platform() },
     }
   }

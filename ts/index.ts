@@ -1,7 +1,8 @@
 /**
  * `dsh-code-runtime-v8`: a `ctx.codeRuntime` backend that runs each
  * model-written TypeScript program in a fresh V8 isolate owned by a Rust
- * thread while it is in flight.
+ * thread while it is in flight, in a supervised isolate-host process: a
+ * program that makes V8 end its process ends its host, never the harness.
  *
  * Contract (see `@deepseek-ai/dsh-code-runtime`): `run()` resolves for every
  * program outcome and rejects only for misuse of the seam (after disposal,
@@ -9,7 +10,7 @@
  * a capability boundary: the program sees a clean JavaScript world plus the
  * bindings it was given, and nothing of Node, the file system, the network
  * or the host environment. Budgets are enforced from outside the isolate;
- * disposal terminates live runs and joins every isolate thread.
+ * disposal terminates live runs and awaits every isolate host's exit.
  * @module
  */
 import type { Context } from '@deepseek-ai/cordis'
@@ -91,7 +92,7 @@ export class V8CodeRuntime extends CodeRuntime {
     ctx.effect(() => () => this.teardown(), 'v8 code-runtime teardown')
   }
 
-  /** Dispose to quiescence: abort live runs, join every isolate thread. */
+  /** Dispose to quiescence: abort live runs, await every isolate host's exit. */
   private async teardown(): Promise<void> {
     this.disposed = true
     await this.native.dispose()

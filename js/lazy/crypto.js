@@ -35,7 +35,7 @@ function randomUUID() {
 }
 
 // crypto.subtle.digest's algorithms by name: the number op_dsh_digest
-// takes, and the digest's size (src/sandbox_ext.rs defines both).
+// takes, and the digest's size (crates/isolate-host/src/sandbox_ext.rs defines both).
 // (Copied out of the protocol's checked tables: a program's algorithm
 // name is looked up in them at run time.)
 const DIGESTS = { __proto__: null, ...dsh.protocol.digests };

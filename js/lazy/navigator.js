@@ -1,7 +1,7 @@
 // Copyright the dsh-code-runtime-v8 authors. MIT license.
 // `navigator`, as Node has it: a Navigator whose hardwareConcurrency,
 // language(s), userAgent and platform are what the host's Node reports
-// (seal() hands them over: src/isolate.rs). A lazy module
+// (seal() hands them over: crates/isolate-host/src/isolate.rs). A lazy module
 // (14_lazy_globals.js).
 "use strict";
 

@@ -65,6 +65,7 @@ fn config() -> RuntimeConfig {
     max_concurrent_runs: 1,
     max_queued_runs: 1,
     prepared_isolates: 1,
+    busy_slots: 4,
     host: HostFacts { node_major: 22, hardware_concurrency: 2, platform: HostFacts::navigator_platform() },
   }
 }

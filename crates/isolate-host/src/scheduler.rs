@@ -10,7 +10,8 @@
 //!
 //! Admission. A submitted run waits in a bounded FIFO queue until it may
 //! start: fewer than `maxConcurrentRuns` runs are in flight, and fewer than
-//! [`compute_slots`] (two per core) of them are *busy*, i.e. computing and
+//! `busySlots` (this host's share of two per core: `config.rs`) of them
+//! are *busy*, i.e. computing and
 //! for less than [`ADMISSION_QUANTUM`] without a pause. So a burst of short
 //! runs costs what it did with a fixed pool (a few isolates at a time),
 //! while a run that starts to wait hands its slot on at once and a run that
@@ -30,7 +31,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -50,19 +51,6 @@ use crate::watchdog::Watchdog;
 /// short runs is admitted a few at a time, short enough that a queued
 /// run behind CPU-bound ones starts within a scheduling quantum.
 pub const ADMISSION_QUANTUM: Duration = Duration::from_millis(10);
-
-/// How many runs may be busy (see the module doc) before admission waits:
-/// two per core this process may use. A starting run spends most of its
-/// first milliseconds making its isolate, and some of them not on a CPU at
-/// all (its thread starting, page faults); two per core keep every core
-/// busy through that, and give starting runs a larger share of the cores
-/// against CPU-bound runs beside them. More per core only adds isolates
-/// alive at once and switching between them (the README's bench section
-/// has the comparison).
-pub fn compute_slots() -> usize {
-  static SLOTS: OnceLock<usize> = OnceLock::new();
-  *SLOTS.get_or_init(|| 2 * std::thread::available_parallelism().map_or(1, |cores| cores.get()))
-}
 
 /// How soon the scheduler looks again for retired threads still exiting.
 const RETIRED_RECHECK: Duration = Duration::from_millis(100);
@@ -395,9 +383,9 @@ impl Shared {
     let mut admitted = 0;
     let mut recheck = None;
     while !state.shutdown && !state.queue.is_empty() && state.in_flight.len() < self.config.max_concurrent_runs {
-      if self.occupancy.computing.load(Ordering::Acquire) >= compute_slots() {
+      if self.occupancy.computing.load(Ordering::Acquire) >= self.config.busy_slots {
         let (count, next) = busy.get_or_insert_with(|| Shared::busy(state));
-        if *count >= compute_slots() {
+        if *count >= self.config.busy_slots {
           recheck = *next;
           break;
         }
@@ -826,6 +814,7 @@ mod tests {
       // No reserve: nothing else gives the scheduler thread a reason to
       // wake, so only the hand-on under test can admit the queued run.
       prepared_isolates: 0,
+      busy_slots: 4,
       host: HostFacts { node_major: 22, hardware_concurrency: 1, platform: HostFacts::navigator_platform() },
     }
   }
@@ -841,7 +830,7 @@ mod tests {
     platform::ensure_initialized().expect("V8 initialises");
     let scheduler =
       Scheduler::start(config(), Arc::new(Bridge::default()), Arc::new(Unobserved)).expect("the scheduler starts");
-    let busy: Vec<Arc<RunBudget>> = (0..compute_slots()).map(|_| scheduler.new_budget(wall())).collect();
+    let busy: Vec<Arc<RunBudget>> = (0..config().busy_slots).map(|_| scheduler.new_budget(wall())).collect();
     {
       let mut state = lock(&scheduler.shared.state);
       for (i, budget) in busy.iter().enumerate() {
