@@ -248,6 +248,9 @@ describe('admission limits', () => {
     [{ preparedIsolates: -1 }, /config\.preparedIsolates must be a positive number, got -1/],
     [{ maxConcurrentRuns: 1_000_000 }, /dsh-code-runtime-v8: config\.maxConcurrentRuns \(1000000\) is more than this machine allows \(\d+\): .*vm\.max_map_count is \d+/],
     [{ poolSize: 2 }, /config\.poolSize is retired: .*config\.maxConcurrentRuns.*config\.preparedIsolates/],
+    [{ isolateHosts: 65 }, /config\.isolateHosts must be a whole number from 1 to 64, got 65/],
+    [{ isolateHosts: 1.5 }, /config\.isolateHosts must be a whole number from 1 to 64, got 1\.5/],
+    [{ hostUnresponsiveMs: 0 }, /config\.hostUnresponsiveMs must be a positive number, got 0/],
   ])('refuses config %o, naming the key', async (config, message) => {
     await expect(new Context().plugin(V8CodeRuntime, config as never)).rejects.toThrow(message)
   })
