@@ -104,7 +104,12 @@ impl StderrTail {
     let spawned = std::thread::Builder::new().name("dsh-host-stderr".into()).spawn(move || {
       let mut chunk = [0u8; 4096];
       loop {
-        let read = pipe.read(&mut chunk).unwrap_or(0);
+        let read = loop {
+          match pipe.read(&mut chunk) {
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            result => break result.unwrap_or(0),
+          }
+        };
         let mut tail = lock(&shared.tail);
         if read == 0 {
           tail.closed = true;
@@ -263,6 +268,13 @@ impl HostLink {
       }
       return;
     }
+  }
+
+  /// End the channel both ways: the host's reads and writes fail, and so
+  /// do the harness's reader's (it sees the end of the stream).
+  pub fn shut_down(&self) {
+    let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    self.close();
   }
 
   /// Stop sending; the flusher ends.

@@ -123,6 +123,9 @@ struct RunRecord {
   /// The generation of the host it is placed on, if any.
   host: Option<u64>,
   started: bool,
+  /// The abort sent to its host, if any: should that host die before the
+  /// run started, the run ends with it instead of being placed again.
+  aborted: Option<Vec<u16>>,
   placements: u32,
   program: String,
   bindings_json: String,
@@ -150,9 +153,15 @@ impl Host {
     self.link.send(&frame);
   }
 
+  /// Kill the host and end its channel, so that its reader sees the end
+  /// even if another process still holds the host's end of the socket.
+  /// Never waits: a reader that holds the child is already reaping it.
   fn kill(&self, why: HostEnd) {
     lock(&self.killed_for).get_or_insert(why);
-    let _ = lock(&self.child).kill();
+    if let Ok(mut child) = self.child.try_lock() {
+      let _ = child.kill();
+    }
+    self.link.shut_down();
   }
 }
 
@@ -331,6 +340,8 @@ impl Supervisor {
       .spawn(move || read_host(&supervisor, &host, read_half));
     match reader {
       Ok(reader) => {
+        // The readers of hosts that ended are done: let them go.
+        state.readers.retain(|reader| !reader.is_finished());
         state.readers.push(reader);
         Ok(())
       }
@@ -363,6 +374,7 @@ impl Supervisor {
       ledger: OutputLedger::new(config.max_output_bytes),
       host: None,
       started: false,
+      aborted: None,
       placements: 0,
       program,
       bindings_json,
@@ -404,8 +416,11 @@ impl Supervisor {
   pub fn abort(&self, run_id: u32, reason: Vec<u16>) {
     let mut state = lock(&self.state);
     let Some(record) = state.runs.get(&run_id) else { return };
-    if let Some(host) = record.host.and_then(|generation| state.host(generation)) {
-      host.send(&ToHost::Abort { run_id, reason });
+    if let Some(host) = record.host.and_then(|generation| state.host(generation)).cloned() {
+      host.send(&ToHost::Abort { run_id, reason: reason.clone() });
+      if let Some(record) = state.runs.get_mut(&run_id) {
+        record.aborted = Some(reason);
+      }
       return;
     }
     state.pending.retain(|pending| *pending != run_id);
@@ -482,21 +497,21 @@ impl Supervisor {
       }
       alive += 1;
       let stats = slot.stats;
-      host.queued += stats.queued;
-      host.in_flight += stats.in_flight;
-      host.starting += stats.starting;
-      host.computing += stats.computing;
-      host.waiting += stats.waiting;
-      host.waiting_on_host += stats.waiting_on_host;
-      host.threads += stats.threads;
-      host.prepared_isolates += stats.prepared_isolates;
+      host.queued = host.queued.saturating_add(stats.queued);
+      host.in_flight = host.in_flight.saturating_add(stats.in_flight);
+      host.starting = host.starting.saturating_add(stats.starting);
+      host.computing = host.computing.saturating_add(stats.computing);
+      host.waiting = host.waiting.saturating_add(stats.waiting);
+      host.waiting_on_host = host.waiting_on_host.saturating_add(stats.waiting_on_host);
+      host.threads = host.threads.saturating_add(stats.threads);
+      host.prepared_isolates = host.prepared_isolates.saturating_add(stats.prepared_isolates);
       host.cpu_ms += stats.cpu_ms;
-      host.isolates_disposed += stats.isolates_disposed;
-      host.memory_returns += stats.memory_returns;
+      host.isolates_disposed = host.isolates_disposed.saturating_add(stats.isolates_disposed);
+      host.memory_returns = host.memory_returns.saturating_add(stats.memory_returns);
     }
     host.cpu_ms += state.ended_hosts.cpu_ms;
-    host.isolates_disposed += state.ended_hosts.isolates_disposed;
-    host.memory_returns += state.ended_hosts.memory_returns;
+    host.isolates_disposed = host.isolates_disposed.saturating_add(state.ended_hosts.isolates_disposed);
+    host.memory_returns = host.memory_returns.saturating_add(state.ended_hosts.memory_returns);
     SupervisorStats {
       host,
       waiting_for_host: state.pending.len(),
@@ -594,7 +609,6 @@ impl Supervisor {
       return Err("a frame from a host that was replaced".to_owned());
     }
     let slot = host.slot;
-    state.slots[slot].last_heard = Some(Instant::now());
     let on_this_host =
       |state: &State, run_id: u32| state.runs.get(&run_id).is_some_and(|record| record.host == Some(host.generation));
     match message {
@@ -603,6 +617,7 @@ impl Supervisor {
           return Err("ready twice".to_owned());
         }
         state.slots[slot].ready = true;
+        state.slots[slot].last_heard = Some(Instant::now());
         state.start_failures = 0;
         self.admit(&mut state);
         self.changed.notify_all();
@@ -657,8 +672,10 @@ impl Supervisor {
         }
         state.refused += 1;
         state.slots[slot].placed = state.slots[slot].placed.saturating_sub(1);
-        if let Some(record) = state.runs.remove(&run_id) {
-          drop(state);
+        let record = state.runs.remove(&run_id);
+        self.admit(&mut state);
+        drop(state);
+        if let Some(record) = record {
           (record.deliver)(RunEnd::Refused);
         }
       }
@@ -667,6 +684,9 @@ impl Supervisor {
           return Err(format!("stats for request {seq}, which was never sent"));
         }
         let slot = &mut state.slots[slot];
+        // Only an answer to the heartbeat shows the host's own loop is
+        // alive: its run threads could go on writing without it.
+        slot.last_heard = Some(Instant::now());
         slot.stats_answered = slot.stats_answered.max(seq);
         slot.stats = stats;
         self.changed.notify_all();
@@ -687,8 +707,9 @@ impl Supervisor {
     state.last_host_end = Some(end.describe());
     // What it counted stays counted.
     state.ended_hosts.cpu_ms += slot.stats.cpu_ms;
-    state.ended_hosts.isolates_disposed += slot.stats.isolates_disposed;
-    state.ended_hosts.memory_returns += slot.stats.memory_returns;
+    state.ended_hosts.isolates_disposed =
+      state.ended_hosts.isolates_disposed.saturating_add(slot.stats.isolates_disposed);
+    state.ended_hosts.memory_returns = state.ended_hosts.memory_returns.saturating_add(slot.stats.memory_returns);
     if slot.ready {
       state.start_failures = 0;
     } else {
@@ -703,9 +724,11 @@ impl Supervisor {
       let disposing = state.disposing;
       let Some(record) = state.runs.get_mut(&run_id) else { continue };
       record.host = None;
-      let (started, placements) = (record.started, record.placements);
+      let (started, placements, aborted) = (record.started, record.placements, record.aborted.take());
       if disposing {
         deliveries.extend(self.finish(&mut state, run_id, disposed()));
+      } else if let (false, Some(reason)) = (started, aborted) {
+        deliveries.extend(self.finish(&mut state, run_id, FinishWith::Failure(FailureKind::Abort, reason)));
       } else if started || placements >= MAX_PLACEMENTS {
         state.runs_lost += 1;
         deliveries.extend(self.finish(
@@ -721,7 +744,8 @@ impl Supervisor {
     for run_id in again.into_iter().rev() {
       state.pending.push_front(run_id);
     }
-    if !state.disposing && state.start_failures >= MAX_START_FAILURES {
+    let none_ready = !state.slots.iter().any(|slot| slot.ready && slot.host.is_some());
+    if !state.disposing && none_ready && state.start_failures >= MAX_START_FAILURES {
       // Hosts do not start: fail the waiting runs rather than keep them
       // waiting for one that may never come.
       let failure: Vec<u16> = format!("no isolate host could be started ({})", end.describe()).encode_utf16().collect();
