@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+use dsh_protocol::config::spinning_helps;
 use dsh_protocol::frame::HostCall;
 use dsh_protocol::lock::lock;
 use napi::bindgen_prelude::*;
@@ -122,13 +123,6 @@ impl CallOutbox {
     }
     self.spin.wait_for(|| self.calls_waiting.load(Ordering::Acquire));
   }
-}
-
-/// Waiting awake for another thread only helps when that thread can run
-/// meanwhile: with one CPU available, a spin would only delay it.
-fn spinning_helps() -> bool {
-  static HELPS: OnceLock<bool> = OnceLock::new();
-  *HELPS.get_or_init(|| std::thread::available_parallelism().is_ok_and(|cpus| cpus.get() > 1))
 }
 
 /// How long the main thread, having answered, stays awake for the

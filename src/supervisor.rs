@@ -496,22 +496,9 @@ impl Supervisor {
         continue;
       }
       alive += 1;
-      let stats = slot.stats;
-      host.queued = host.queued.saturating_add(stats.queued);
-      host.in_flight = host.in_flight.saturating_add(stats.in_flight);
-      host.starting = host.starting.saturating_add(stats.starting);
-      host.computing = host.computing.saturating_add(stats.computing);
-      host.waiting = host.waiting.saturating_add(stats.waiting);
-      host.waiting_on_host = host.waiting_on_host.saturating_add(stats.waiting_on_host);
-      host.threads = host.threads.saturating_add(stats.threads);
-      host.prepared_isolates = host.prepared_isolates.saturating_add(stats.prepared_isolates);
-      host.cpu_ms += stats.cpu_ms;
-      host.isolates_disposed = host.isolates_disposed.saturating_add(stats.isolates_disposed);
-      host.memory_returns = host.memory_returns.saturating_add(stats.memory_returns);
+      host.add(&slot.stats);
     }
-    host.cpu_ms += state.ended_hosts.cpu_ms;
-    host.isolates_disposed = host.isolates_disposed.saturating_add(state.ended_hosts.isolates_disposed);
-    host.memory_returns = host.memory_returns.saturating_add(state.ended_hosts.memory_returns);
+    host.add(&state.ended_hosts);
     SupervisorStats {
       host,
       waiting_for_host: state.pending.len(),
@@ -698,18 +685,16 @@ impl Supervisor {
   /// `host` has ended: settle what it took with it, queue again (first)
   /// what it had not started, and plan its replacement.
   fn host_ended(&self, host: &Arc<Host>, end: HostEnd) {
-    let message: Vec<u16> = end.describe().encode_utf16().collect();
+    let described = end.describe();
+    let message: Vec<u16> = described.encode_utf16().collect();
     let mut state = lock(&self.state);
     if state.host(host.generation).is_none() {
       return;
     }
     let slot = std::mem::take(&mut state.slots[host.slot]);
-    state.last_host_end = Some(end.describe());
+    state.last_host_end = Some(described.clone());
     // What it counted stays counted.
-    state.ended_hosts.cpu_ms += slot.stats.cpu_ms;
-    state.ended_hosts.isolates_disposed =
-      state.ended_hosts.isolates_disposed.saturating_add(slot.stats.isolates_disposed);
-    state.ended_hosts.memory_returns = state.ended_hosts.memory_returns.saturating_add(slot.stats.memory_returns);
+    state.ended_hosts.add(&slot.stats.totals());
     if slot.ready {
       state.start_failures = 0;
     } else {
@@ -748,7 +733,7 @@ impl Supervisor {
     if !state.disposing && none_ready && state.start_failures >= MAX_START_FAILURES {
       // Hosts do not start: fail the waiting runs rather than keep them
       // waiting for one that may never come.
-      let failure: Vec<u16> = format!("no isolate host could be started ({})", end.describe()).encode_utf16().collect();
+      let failure: Vec<u16> = format!("no isolate host could be started ({described})").encode_utf16().collect();
       let pending: Vec<u32> = state.pending.drain(..).collect();
       for run_id in pending {
         deliveries.extend(self.finish(

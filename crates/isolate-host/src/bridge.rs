@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use dsh_protocol::config::spinning_helps;
 use dsh_protocol::frame::HostCall;
 
 use crate::budget;
@@ -60,14 +61,6 @@ pub struct Mailbox {
 /// waiting on a binding is never charged. A run whose tool is slow burns
 /// one spin per wait, then sleeps.
 const SPIN_BEFORE_PARK: Duration = Duration::from_micros(200);
-
-/// Waiting awake for the other thread only helps when that thread can run
-/// meanwhile: with one CPU available, a spin would only delay it (measured
-/// under `taskset -c 0`: sequential round trip 45 us spinning, 31 us not).
-fn spinning_helps() -> bool {
-  static HELPS: OnceLock<bool> = OnceLock::new();
-  *HELPS.get_or_init(|| std::thread::available_parallelism().is_ok_and(|cpus| cpus.get() > 1))
-}
 
 impl Mailbox {
   fn try_take(&self) -> Option<Vec<(u32, Reply)>> {
@@ -116,18 +109,14 @@ impl Mailbox {
   }
 }
 
-#[derive(Default)]
-struct Outbox {
-  calls: Vec<HostCall>,
-}
-
 /// Carries a batch of calls to the harness (the channel, in `main.rs`).
 pub type SendCalls = Box<dyn Fn(Vec<HostCall>) + Send + Sync>;
 
 /// The per-runtime router between isolate threads and the host.
 #[derive(Default)]
 pub struct Bridge {
-  outbox: Mutex<Outbox>,
+  /// Calls queued for the harness, sent by [`Bridge::flush`].
+  outbox: Mutex<Vec<HostCall>>,
   mailboxes: Mutex<HashMap<u32, Arc<Mailbox>>>,
   next_call: AtomicU32,
   /// Set once, when the channel is up.
@@ -163,14 +152,14 @@ impl Bridge {
   pub fn call(&self, mailbox: &Mailbox, run_id: u32, namespace: u32, function: u32, args: String) -> u32 {
     mailbox.unanswered.fetch_add(1, Ordering::Relaxed);
     let call_id = self.next_call.fetch_add(1, Ordering::Relaxed);
-    lock(&self.outbox).calls.push(HostCall { run_id, call_id, namespace, function, args });
+    lock(&self.outbox).push(HostCall { run_id, call_id, namespace, function, args });
     call_id
   }
 
   /// Send every queued call to the harness, in one batch (see the module
   /// doc for who calls this, and when).
   pub fn flush(&self) {
-    let calls = std::mem::take(&mut lock(&self.outbox).calls);
+    let calls = std::mem::take(&mut *lock(&self.outbox));
     if calls.is_empty() {
       return;
     }

@@ -113,6 +113,35 @@ pub struct HostStats {
   pub memory_returns: u64,
 }
 
+impl HostStats {
+  /// Add `other`'s counts to these (saturating: a host's figures are its
+  /// own word, and may be anything).
+  pub fn add(&mut self, other: &HostStats) {
+    self.queued = self.queued.saturating_add(other.queued);
+    self.in_flight = self.in_flight.saturating_add(other.in_flight);
+    self.starting = self.starting.saturating_add(other.starting);
+    self.computing = self.computing.saturating_add(other.computing);
+    self.waiting = self.waiting.saturating_add(other.waiting);
+    self.waiting_on_host = self.waiting_on_host.saturating_add(other.waiting_on_host);
+    self.threads = self.threads.saturating_add(other.threads);
+    self.prepared_isolates = self.prepared_isolates.saturating_add(other.prepared_isolates);
+    self.cpu_ms += other.cpu_ms;
+    self.isolates_disposed = self.isolates_disposed.saturating_add(other.isolates_disposed);
+    self.memory_returns = self.memory_returns.saturating_add(other.memory_returns);
+  }
+
+  /// What stays counted once the host has ended: its totals since it
+  /// started, none of its current run counts.
+  pub fn totals(&self) -> HostStats {
+    HostStats {
+      cpu_ms: self.cpu_ms,
+      isolates_disposed: self.isolates_disposed,
+      memory_returns: self.memory_returns,
+      ..HostStats::default()
+    }
+  }
+}
+
 // Tags: one list per direction, each used by exactly one encoder and the
 // decoder's match.
 const CONFIGURE: u8 = 1;
