@@ -158,6 +158,19 @@ export interface NativeConfig {
    * Default 2.
    */
   isolateHosts: number
+  /**
+   * Refuse to start (and never start a host) where the kernel refuses
+   * any of a host's protections (`stats().sandbox` says which are in
+   * effect). Default false: a host runs with what the kernel grants.
+   */
+  requireSandbox: boolean
+  /**
+   * A host whose resident memory stays above this many MiB once it has
+   * run a program takes no more runs and is replaced when its runs have
+   * ended (what V8 and the allocator keep after big runs is given back by
+   * ending the process). Default 2048.
+   */
+  hostMaxRssMb: number
 }
 
 /**
@@ -243,6 +256,17 @@ export interface NativeStats {
    * `/proc/<pid>/status`).
    */
   hostPids: Array<number>
+  /**
+   * Each protection of the isolate hosts (`seccomp`, `noNewPrivs`,
+   * `landlock`, `namespaces`, `noDumps`, `oomFirst`), true when every host
+   * alive has it in effect.
+   */
+  sandbox: Record<string, boolean>
+  /**
+   * Hosts replaced because their resident memory stayed above
+   * `hostMaxRssMb` (also counted in `hostRestarts`).
+   */
+  hostRecycles: number
 }
 
 /**

@@ -189,7 +189,8 @@ describe('a host that dies is an outcome of its runs', () => {
     const pids = hostPids(doomed)
     const runs = [
       doomed.run(FATAL[0]![1] as string),
-      doomed.run('await new Promise(() => {})'),
+      // Pending on a timer, so that only the disposal can end it.
+      doomed.run('await new Promise((resolve) => setTimeout(resolve, 3_600_000))'),
       doomed.run('return 1'),
     ]
     const disposal = doomed.dispose()

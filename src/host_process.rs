@@ -145,6 +145,12 @@ pub enum HostEnd {
   Unresponsive { silent_ms: u64 },
   /// It sent a frame that breaks the protocol; the supervisor killed it.
   ProtocolViolation(String),
+  /// It could not lock itself down (these protections are off) and
+  /// `requireSandbox` is set; the supervisor killed it before any run.
+  Unsandboxed { missing: String },
+  /// Its resident memory stayed above `hostMaxRssMb`; it was shut down
+  /// once its runs had ended, and replaced.
+  Recycled { resident_mb: u64 },
 }
 
 impl HostEnd {
@@ -168,6 +174,14 @@ impl HostEnd {
       }
       HostEnd::ProtocolViolation(error) => {
         format!("the isolate host broke the channel's protocol ({error}) and was replaced")
+      }
+      HostEnd::Unsandboxed { missing } => {
+        format!(
+          "the isolate host could not lock itself down ({missing} refused by this machine) and requireSandbox is set"
+        )
+      }
+      HostEnd::Recycled { resident_mb } => {
+        format!("the isolate host was recycled: it held {resident_mb} MiB, above hostMaxRssMb")
       }
     }
   }

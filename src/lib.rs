@@ -14,6 +14,7 @@ mod host_process;
 mod run_result;
 mod supervisor;
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +23,7 @@ use dsh_protocol::bindings_descriptor::BindingsDescriptor;
 use dsh_protocol::config::{machine_busy_slots, HostFacts, RuntimeConfig};
 use dsh_protocol::frame::Reply;
 use dsh_protocol::ledger::{FailureKind, Outcomes, OutputLedger};
+use dsh_protocol::protections::Protection;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
@@ -71,6 +73,15 @@ pub struct NativeConfig {
   /// it, so more hosts divide what a crash costs, at a few MiB each.
   /// Default 2.
   pub isolate_hosts: u32,
+  /// Refuse to start (and never start a host) where the kernel refuses
+  /// any of a host's protections (`stats().sandbox` says which are in
+  /// effect). Default false: a host runs with what the kernel grants.
+  pub require_sandbox: bool,
+  /// A host whose resident memory stays above this many MiB once it has
+  /// run a program takes no more runs and is replaced when its runs have
+  /// ended (what V8 and the allocator keep after big runs is given back by
+  /// ending the process). Default 2048.
+  pub host_max_rss_mb: f64,
 }
 
 /// Finished runs by outcome: `ok` for a completion, else the seam's
@@ -147,6 +158,13 @@ pub struct NativeStats {
   /// Process ids of the isolate hosts alive (to inspect them from outside:
   /// `/proc/<pid>/status`).
   pub host_pids: Vec<u32>,
+  /// Each protection of the isolate hosts (`seccomp`, `noNewPrivs`,
+  /// `landlock`, `namespaces`, `noDumps`, `oomFirst`), true when every host
+  /// alive has it in effect.
+  pub sandbox: BTreeMap<String, bool>,
+  /// Hosts replaced because their resident memory stayed above
+  /// `hostMaxRssMb` (also counted in `hostRestarts`).
+  pub host_recycles: f64,
 }
 
 fn count(value: usize) -> u32 {
@@ -175,6 +193,11 @@ impl From<SupervisorStats> for NativeStats {
       runs_lost_to_host_exits: stats.runs_lost as f64,
       last_host_exit: stats.last_host_end,
       host_pids: stats.host_pids,
+      sandbox: Protection::ALL
+        .iter()
+        .map(|protection| (protection.name().to_owned(), stats.sandbox.contains(*protection)))
+        .collect(),
+      host_recycles: stats.hosts_recycled as f64,
     }
   }
 }
@@ -253,6 +276,12 @@ impl NativeRuntime {
         format!("config.hostUnresponsiveMs must be a positive number, got {}", config.host_unresponsive_ms),
       ));
     }
+    if !(config.host_max_rss_mb.is_finite() && config.host_max_rss_mb > 0.0) {
+      return Err(Error::new(
+        Status::InvalidArg,
+        format!("config.hostMaxRssMb must be a positive number, got {}", config.host_max_rss_mb),
+      ));
+    }
     if !(1..=MAX_ISOLATE_HOSTS).contains(&config.isolate_hosts) {
       return Err(Error::new(
         Status::InvalidArg,
@@ -279,6 +308,8 @@ impl NativeRuntime {
       executable,
       unresponsive_after: Duration::from_secs_f64((config.host_unresponsive_ms / 1000.0).min(1e9)),
       hosts: config.isolate_hosts as usize,
+      require_sandbox: config.require_sandbox,
+      recycle_above_bytes: (config.host_max_rss_mb * 1024.0 * 1024.0).min(u64::MAX as f64) as u64,
     };
     let supervisor =
       Supervisor::start(settings, calls.clone()).map_err(|message| Error::new(Status::GenericFailure, message))?;

@@ -43,6 +43,7 @@ use dsh_protocol::config::RuntimeConfig;
 use dsh_protocol::frame::{encode_submit, read_frame, FromHost, HostStats, Reply, ToHost};
 use dsh_protocol::ledger::{Completion, FailureKind, Outcomes, Output, OutputLedger};
 use dsh_protocol::lock::lock;
+use dsh_protocol::protections::Protections;
 
 use crate::host_calls::CallOutbox;
 use crate::host_process::{spawn, HostEnd, HostLink, StderrTail};
@@ -99,6 +100,13 @@ pub struct Settings {
   pub unresponsive_after: Duration,
   /// How many hosts share the runs.
   pub hosts: usize,
+  /// A host that reports a protection off ends before it takes a run
+  /// (`requireSandbox`).
+  pub require_sandbox: bool,
+  /// A host whose resident memory is above this many bytes, once it has
+  /// run a program, takes no more runs and is replaced when its runs end
+  /// (`hostMaxRssMb`).
+  pub recycle_above_bytes: u64,
 }
 
 impl Settings {
@@ -178,6 +186,14 @@ struct Slot {
   /// The last stats request it answered, and its answer.
   stats_answered: u64,
   stats: HostStats,
+  /// What its host said it has in effect, when it became ready.
+  protections: Protections,
+  /// Its host has started a program (until then it holds only what a
+  /// fresh host holds, and recycling it would gain nothing).
+  ran_any: bool,
+  /// Its host is over `recycle_above_bytes`: no run is placed on it, and
+  /// it is shut down once its runs end.
+  retiring: bool,
 }
 
 #[derive(Default)]
@@ -192,6 +208,9 @@ struct State {
   quick_deaths: u32,
   start_failures: u32,
   readers: Vec<JoinHandle<()>>,
+  /// What the last host to become ready said it has in effect.
+  protections: Option<Protections>,
+  hosts_recycled: u64,
   disposing: bool,
   finished: bool,
   stats_asked: u64,
@@ -219,7 +238,7 @@ impl State {
     let count = self.slots.len();
     let chosen = (0..count)
       .map(|i| (self.next_slot + i) % count)
-      .filter(|&i| self.slots[i].ready && self.slots[i].host.is_some())
+      .filter(|&i| self.slots[i].ready && !self.slots[i].retiring && self.slots[i].host.is_some())
       .min_by_key(|&i| self.slots[i].placed)?;
     self.next_slot = (chosen + 1) % count;
     Some(chosen)
@@ -250,6 +269,10 @@ pub struct SupervisorStats {
   pub last_host_end: Option<String>,
   /// Process ids of the hosts alive.
   pub host_pids: Vec<u32>,
+  /// The protections every host alive has in effect.
+  pub sandbox: Protections,
+  /// Hosts replaced for holding more memory than `recycle_above_bytes`.
+  pub hosts_recycled: u64,
 }
 
 impl Supervisor {
@@ -489,6 +512,7 @@ impl Supervisor {
     let mut host = HostStats::default();
     let mut alive = 0;
     let mut pids = Vec::new();
+    let mut sandbox = Protections::all();
     for slot in &state.slots {
       let Some(live) = &slot.host else { continue };
       pids.push(live.pid);
@@ -497,6 +521,10 @@ impl Supervisor {
       }
       alive += 1;
       host.add(&slot.stats);
+      sandbox = sandbox.intersection(slot.protections);
+    }
+    if alive == 0 {
+      sandbox = state.protections.unwrap_or_default();
     }
     host.add(&state.ended_hosts);
     SupervisorStats {
@@ -509,6 +537,8 @@ impl Supervisor {
       runs_lost: state.runs_lost,
       last_host_end: state.last_host_end.clone(),
       host_pids: pids,
+      sandbox,
+      hosts_recycled: state.hosts_recycled,
     }
   }
 
@@ -599,10 +629,16 @@ impl Supervisor {
     let on_this_host =
       |state: &State, run_id: u32| state.runs.get(&run_id).is_some_and(|record| record.host == Some(host.generation));
     match message {
-      FromHost::Ready => {
+      FromHost::Ready { protections } => {
         if state.slots[slot].ready {
           return Err("ready twice".to_owned());
         }
+        state.protections = Some(protections);
+        if self.settings.require_sandbox && protections != Protections::all() {
+          host.kill(HostEnd::Unsandboxed { missing: protections.missing().join(", ") });
+          return Ok(());
+        }
+        state.slots[slot].protections = protections;
         state.slots[slot].ready = true;
         state.slots[slot].last_heard = Some(Instant::now());
         state.start_failures = 0;
@@ -613,6 +649,7 @@ impl Supervisor {
         if !on_this_host(&state, run_id) {
           return Err(format!("run {run_id} started, but it is not on this host"));
         }
+        state.slots[slot].ran_any = true;
         if let Some(record) = state.runs.get_mut(&run_id) {
           record.started = true;
           // Its program text is not needed again.
@@ -682,6 +719,24 @@ impl Supervisor {
     Ok(())
   }
 
+  /// Retire the host of `slot` if its resident memory is over the
+  /// ceiling (read from /proc by the harness: a host cannot lie about it),
+  /// and shut it down once it has no run left.
+  fn recycle_if_over(&self, state: &mut State, slot: usize) {
+    let entry = &mut state.slots[slot];
+    let Some(host) = entry.host.clone() else { return };
+    if entry.ran_any && !entry.retiring {
+      let resident = resident_bytes(host.pid);
+      if resident.is_some_and(|bytes| bytes > self.settings.recycle_above_bytes) {
+        entry.retiring = true;
+        *lock(&host.killed_for) = Some(HostEnd::Recycled { resident_mb: resident.unwrap_or(0) >> 20 });
+      }
+    }
+    if entry.retiring && entry.placed == 0 {
+      host.send(&ToHost::Shutdown);
+    }
+  }
+
   /// `host` has ended: settle what it took with it, queue again (first)
   /// what it had not started, and plan its replacement.
   fn host_ended(&self, host: &Arc<Host>, end: HostEnd) {
@@ -744,7 +799,11 @@ impl Supervisor {
       }
     }
     if !state.disposing {
-      let quick = host.born.elapsed() < HEALTHY_LIFE;
+      let recycled = matches!(end, HostEnd::Recycled { .. });
+      if recycled {
+        state.hosts_recycled += 1;
+      }
+      let quick = host.born.elapsed() < HEALTHY_LIFE && !recycled;
       state.quick_deaths = if quick { state.quick_deaths + 1 } else { 1 };
       state.slots[host.slot].restart_at = Some(Instant::now() + restart_delay(state.quick_deaths));
       // The other hosts take what this one had not started.
@@ -822,6 +881,15 @@ fn read_host(supervisor: &Weak<Supervisor>, host: &Arc<Host>, stream: UnixStream
   }
 }
 
+/// A process's resident memory, from /proc/<pid>/statm (in pages).
+fn resident_bytes(pid: u32) -> Option<u64> {
+  let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+  let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+  // SAFETY: sysconf has no preconditions.
+  let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+  Some(pages.saturating_mul(u64::try_from(page).unwrap_or(4096)))
+}
+
 /// The heartbeat in use: often enough that a silent host is found within
 /// `unresponsive_after`, at most once a second.
 fn heartbeat(unresponsive_after: Duration) -> Duration {
@@ -858,6 +926,7 @@ fn supervise(supervisor: &Weak<Supervisor>) {
             host.kill(HostEnd::Unresponsive { silent_ms: silent.as_millis() as u64 });
           } else if beating && slot.ready {
             host.send(&ToHost::StatsRequest { seq });
+            supervisor.recycle_if_over(&mut state, index);
           }
         }
         (None, Some(at)) if at > now => wake = wake.min(at),
@@ -910,6 +979,7 @@ fn supervise(supervisor: &Weak<Supervisor>) {
 mod tests {
   use super::*;
   use dsh_protocol::config::HostFacts;
+  use dsh_protocol::protections::Protection;
   use std::os::unix::fs::PermissionsExt;
   use std::sync::mpsc;
 
@@ -933,6 +1003,11 @@ mod tests {
   /// the wire writes it) and waits for the end of the channel or Shutdown:
   /// a host taken over by a program, as far as the harness can tell.
   fn hostile_host(name: &str, hostile: &str) -> PathBuf {
+    hostile_host_protected(name, Protections::all(), hostile)
+  }
+
+  /// As [`hostile_host`], saying in its `Ready` that it has `protections`.
+  fn hostile_host_protected(name: &str, protections: Protections, hostile: &str) -> PathBuf {
     let python = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
       .map(|dir| dir.join("python3"))
       .find(|path| path.is_file())
@@ -951,7 +1026,7 @@ def read_exact(n):
 def read_frame():
     return read_exact(struct.unpack('<I', read_exact(4))[0])
 read_frame()
-os.write(0, struct.pack('<IB', 1, 1))
+os.write(0, struct.pack('<IBI', 5, 1, {protections}))
 frame = read_frame()
 run = frame[1:5]
 os.write(0, struct.pack('<IB', 5, 2) + run)
@@ -959,7 +1034,8 @@ os.write(0, bytes.fromhex('{hostile}'.replace('RUN', run.hex())))
 while read_frame()[0] != 6:
     pass
 "#,
-      python = python.display()
+      python = python.display(),
+      protections = protections.bits(),
     );
     let dir = std::env::temp_dir().join(format!("dsh-hostile-host-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -976,6 +1052,8 @@ while read_frame()[0] != 6:
       executable: hostile_host(name, hostile),
       unresponsive_after: Duration::from_secs(60),
       hosts: 1,
+      require_sandbox: false,
+      recycle_above_bytes: u64::MAX,
     };
     let supervisor = Supervisor::start(settings, Arc::default()).unwrap();
     let (send, receive) = mpsc::channel();
@@ -1003,7 +1081,7 @@ while read_frame()[0] != 6:
       ("log-for-another-run", "0b00000003e7030000010000004100"),
       ("finished-with-an-unknown-completion", "0600000005RUN09"),
       ("stats-never-asked-for", "4100000007ffffffffffffffff0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"),
-      ("ready-twice", "0100000001"),
+      ("ready-twice", "05000000013f000000"),
       ("calls-with-a-count-it-cannot-hold", "0500000004ffffffff"),
       ("call-args-not-utf8", "1a0000000401000000RUN00000000000000000000000001000000ff"),
       ("failure-of-an-unknown-kind", "0b00000005RUN026300000000"),
@@ -1017,6 +1095,31 @@ while read_frame()[0] != 6:
         other => panic!("{name}: {other:?}"),
       }
     }
+  }
+
+  #[test]
+  fn require_sandbox_refuses_a_host_that_could_not_lock_itself_down() {
+    let mut partial = Protections::default();
+    partial.insert(Protection::NoNewPrivs);
+    partial.insert(Protection::OomFirst);
+    let settings = |require_sandbox| Settings {
+      config: config(),
+      executable: hostile_host_protected("partial-lockdown", partial, ""),
+      unresponsive_after: Duration::from_secs(60),
+      hosts: 1,
+      require_sandbox,
+      recycle_above_bytes: u64::MAX,
+    };
+    let refused = Supervisor::start(settings(true), Arc::default()).err().expect("refused");
+    assert_eq!(
+      refused,
+      "the isolate host did not start: the isolate host could not lock itself down \
+       (seccomp, landlock, namespaces, noDumps refused by this machine) and requireSandbox is set"
+    );
+    // Without the requirement, the same host runs, and stats say what is off.
+    let supervisor = Supervisor::start(settings(false), Arc::default()).unwrap();
+    assert_eq!(supervisor.stats().sandbox, partial);
+    supervisor.shutdown();
   }
 
   #[test]

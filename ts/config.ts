@@ -29,6 +29,8 @@ export const Config: z<V8CodeRuntimeConfig> = z.object({
   preparedIsolates: z.number().default(Math.max(1, os.availableParallelism())).description('isolates kept prepared'),
   hostUnresponsiveMs: z.number().default(10_000).description('silence after which an isolate host is replaced (ms)'),
   isolateHosts: z.number().default(2).description('isolate-host processes the runs are spread over'),
+  hostMaxRssMb: z.number().default(2048).description('resident memory past which an isolate host is replaced once its runs end (MiB)'),
+  requireSandbox: z.boolean().default(false).description("refuse to start where the kernel refuses an isolate host's protections"),
 }) as z<V8CodeRuntimeConfig>
 
 /**
@@ -58,7 +60,11 @@ function refuseRetiredKeys(config: unknown): void {
  */
 export function validateConfig(config: V8CodeRuntimeConfig): void {
   refuseRetiredKeys(config)
+  if (typeof config.requireSandbox !== 'boolean') {
+    throw new Error(`${PACKAGE}: config.requireSandbox must be true or false, got ${String(config.requireSandbox)}`)
+  }
   for (const [key, value] of Object.entries(config)) {
+    if (key === 'requireSandbox') continue
     if (!(typeof value === 'number' && Number.isFinite(value) && value > 0)) {
       throw new Error(`${PACKAGE}: config.${key} must be a positive number, got ${String(value)}`)
     }

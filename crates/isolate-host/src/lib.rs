@@ -20,6 +20,7 @@ mod icu_memory;
 mod isolate;
 #[cfg(test)]
 mod isolate_cost;
+pub mod lockdown;
 pub mod platform;
 pub mod run;
 mod sandbox_ext;

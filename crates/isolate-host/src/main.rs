@@ -5,6 +5,10 @@
 //! submissions, aborts, replies and stats requests; the host answers with
 //! `Ready`, then each run's start, log entries, host calls and result.
 //!
+//! Before any program runs, the host locks itself down (`lockdown`): no
+//! file system, network, other process or privilege; its `Ready` says
+//! which protections the kernel granted.
+//!
 //! The host lives only as long as the harness wants it: it asks the kernel
 //! to kill it when the harness dies (`PR_SET_PDEATHSIG`), and it exits at
 //! once when the channel closes. A panic anywhere ends the process (the
@@ -23,6 +27,7 @@ use dsh_isolate_host::bridge::Bridge;
 use dsh_isolate_host::config::RuntimeConfig;
 use dsh_isolate_host::control::RunControl;
 use dsh_isolate_host::lock::lock;
+use dsh_isolate_host::lockdown;
 use dsh_isolate_host::run::{RunEvents, RunJob};
 use dsh_isolate_host::scheduler::{Scheduler, Submission};
 use dsh_isolate_host::{platform, StopReason};
@@ -92,6 +97,8 @@ fn main() {
     eprintln!("dsh-isolate-host: internal error: {message}");
     std::process::abort();
   }));
+  // First, while the process has one thread (see `lockdown`).
+  let mut protections = lockdown::before_threads();
   die_with_parent();
 
   // SAFETY: the harness starts this process with the channel, a Unix
@@ -128,7 +135,8 @@ fn main() {
       std::process::exit(2);
     }
   };
-  channel.send(&FromHost::Ready);
+  lockdown::seal(&mut protections);
+  channel.send(&FromHost::Ready { protections });
 
   let live: Arc<Mutex<HashMap<u32, Arc<RunControl>>>> = Arc::default();
   loop {

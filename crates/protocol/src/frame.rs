@@ -20,6 +20,7 @@ use std::io::{self, Read};
 
 use crate::config::RuntimeConfig;
 use crate::ledger::{Completion, FailureKind};
+use crate::protections::Protections;
 
 /// The largest frame either side accepts: a V8 string holds at most 2^29
 /// UTF-16 units, so no single text a program can make needs more.
@@ -66,8 +67,9 @@ pub struct Reply {
 /// A host to the harness.
 #[derive(Debug, Clone, PartialEq)]
 pub enum FromHost {
-  /// The host is initialised and takes runs.
-  Ready,
+  /// The host is initialised, locked down, and takes runs: the
+  /// protections in effect (sent before any program ran in it).
+  Ready { protections: Protections },
   /// The run is about to execute program code: from here on, the host's
   /// death is the run's outcome; before it, the run can be placed again.
   Started { run_id: u32 },
@@ -306,7 +308,7 @@ impl FromHost {
   /// Append this message as one frame.
   pub fn encode(&self, out: &mut Vec<u8>) {
     match self {
-      FromHost::Ready => FrameWriter::new(out, READY).finish(),
+      FromHost::Ready { protections } => FrameWriter::new(out, READY).u32(protections.bits()).finish(),
       FromHost::Started { run_id } => FrameWriter::new(out, STARTED).u32(*run_id).finish(),
       FromHost::Log { run_id, text } => encode_log(out, *run_id, text),
       FromHost::Calls(calls) => {
@@ -346,7 +348,10 @@ impl FromHost {
   pub fn decode(frame: &[u8]) -> Result<FromHost, ProtocolError> {
     let mut fields = Fields::new(frame);
     let message = match fields.u8()? {
-      READY => FromHost::Ready,
+      READY => FromHost::Ready {
+        protections: Protections::from_bits(fields.u32()?)
+          .ok_or_else(|| ProtocolError("a ready frame names a protection that does not exist".to_owned()))?,
+      },
       STARTED => FromHost::Started { run_id: fields.u32()? },
       LOG => FromHost::Log { run_id: fields.u32()?, text: fields.utf16()? },
       CALLS => {
@@ -546,7 +551,7 @@ mod tests {
     ]));
     round_trip_to_host(ToHost::StatsRequest { seq: u64::MAX });
     round_trip_to_host(ToHost::Shutdown);
-    round_trip_from_host(FromHost::Ready);
+    round_trip_from_host(FromHost::Ready { protections: Protections::all() });
     round_trip_from_host(FromHost::Started { run_id: 9 });
     round_trip_from_host(FromHost::Log { run_id: 9, text: vec![0xdc00, 0, 0xffff] });
     round_trip_from_host(FromHost::Calls(vec![HostCall {

@@ -14,3 +14,4 @@ pub mod config;
 pub mod frame;
 pub mod ledger;
 pub mod lock;
+pub mod protections;
