@@ -5,7 +5,7 @@
 // layer), sharing this checkout's node_modules. Built once per revision.
 //   node bench/previous.mjs [rev]     prints the path of its lib/index.js
 import { execFileSync } from 'node:child_process'
-import { copyFileSync, existsSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -18,6 +18,13 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
  * measured against.
  */
 export const IN_PROCESS_REV = 'dbf208a'
+
+/**
+ * The last revision whose isolate hosts ran without the lockdown (no
+ * seccomp, Landlock, namespaces, dump or OOM settings): what the
+ * lockdown's cost is measured against (bench/lockdown.mjs).
+ */
+export const UNHARDENED_REV = 'a9646de'
 
 /** Build `rev` (once) and return the path of its lib/index.js. */
 export function buildPrevious(rev = IN_PROCESS_REV) {
@@ -40,8 +47,16 @@ export function buildPrevious(rev = IN_PROCESS_REV) {
     )
   }
   const env = { ...process.env, CARGO_TARGET_DIR: join(root, 'target', 'bench-previous-target') }
-  execFileSync('cargo', ['build', '--release', '--lib'], { cwd: tree, stdio: 'inherit', env })
+  // A revision with isolate hosts builds its workspace, and its host
+  // executable ships beside its addon.
+  const host = existsSync(join(tree, 'crates', 'isolate-host'))
+  execFileSync('cargo', ['build', '--release', host ? '--workspace' : '--lib'], { cwd: tree, stdio: 'inherit', env })
   copyFileSync(join(env.CARGO_TARGET_DIR, 'release', 'libdsh_code_runtime_v8.so'), join(tree, 'dsh-code-runtime-v8.linux-x64-gnu.node'))
+  if (host) {
+    const { napi } = JSON.parse(readFileSync(join(tree, 'package.json'), 'utf8'))
+    copyFileSync(join(env.CARGO_TARGET_DIR, 'release', napi.isolateHost), join(tree, napi.isolateHost))
+    chmodSync(join(tree, napi.isolateHost), 0o755)
+  }
   execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', '.'], { cwd: tree, stdio: 'inherit' })
   return lib
 }

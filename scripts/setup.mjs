@@ -148,6 +148,9 @@ switch (task) {
   case 'bench':
     run(process.execPath, ['--expose-gc', 'bench/run.mjs', ...process.argv.slice(3)])
     break
+  case 'bench-lockdown':
+    run(process.execPath, ['bench/lockdown.mjs', ...process.argv.slice(3)])
+    break
   case 'isolate-cost':
     // What one isolate costs, and how much of it is V8's and deno_core's
     // (src/isolate_cost.rs: a measurement, kept out of the test run).
