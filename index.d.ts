@@ -49,11 +49,10 @@ export declare class NativeRuntime {
   /** Abort a live run; its result reports `abort` with `reason`. */
   abort(runId: number, reason: string): void
   /**
-   * Answer host calls: reply `i` settles (run `ids[3i]`, call `ids[3i+1]`),
-   * resolving with the JSON text `texts[i]` when `ids[3i+2]` is 1, rejecting
-   * with the message whose JSON string literal is `texts[i]` otherwise (JSON
-   * keeps a lone surrogate, which a UTF-8 crossing would replace). Replies
-   * for runs that have ended are dropped. Returns whether a live run was
+   * Answer host calls: reply `i` settles (run `ids[3i]`, call `ids[3i+1]`)
+   * as `ids[3i+2]` says (`REPLY_REJECT`, `REPLY_JSON`, `REPLY_TEXT`: see
+   * `dsh_protocol::frame::ReplyKind`) with `texts[i]`. Replies for runs that
+   * have ended are dropped. Returns whether a live run was
    * answered: the host should then call `linger()` once its current turn is
    * over.
    */
@@ -271,6 +270,15 @@ export interface NativeStats {
 
 /**
  * Numbers per reply in the `ids` that `reply(ids, texts)` takes: run id,
- * call id, and 1 to resolve the call with its text or 0 to reject it.
+ * call id, and how its text answers the call (one of the three below).
  */
 export declare const REPLY_IDS: number
+
+/** Resolve the call with the value whose lossless JSON is the text. */
+export declare const REPLY_JSON: number
+
+/** Reject the call with the message whose JSON string literal is the text. */
+export declare const REPLY_REJECT: number
+
+/** Resolve the call with the text itself (a well-formed string). */
+export declare const REPLY_TEXT: number

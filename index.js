@@ -773,11 +773,14 @@ if (
   }
 }
 
-const { NativeLogs, NativeRuntime, HOST_CALL_IDS, MAX_ISOLATE_HOSTS, MIN_OUTPUT_BYTES, REPLY_IDS } = nativeBinding
+const { NativeLogs, NativeRuntime, HOST_CALL_IDS, MAX_ISOLATE_HOSTS, MIN_OUTPUT_BYTES, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT } = nativeBinding
 export { NativeLogs }
 export { NativeRuntime }
 export { HOST_CALL_IDS }
 export { MAX_ISOLATE_HOSTS }
 export { MIN_OUTPUT_BYTES }
 export { REPLY_IDS }
+export { REPLY_JSON }
+export { REPLY_REJECT }
+export { REPLY_TEXT }
 export const __napiBindingTarget = __napiLoadedBindingTarget

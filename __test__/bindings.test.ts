@@ -245,6 +245,25 @@ describe('calls', () => {
     expect(result.value).toEqual([1, 'swapped in', 'unknown binding "tools.gone"', 'unknown binding "tools.notFn"'])
   })
 
+  it('a string a tool resolves with arrives exactly, large or small, whatever it holds', async () => {
+    // Strings cross as they are (no JSON pass); one with a lone surrogate
+    // crosses as JSON (UTF-8 cannot carry it).
+    const piece = 'é😀"\\\n\u0000<\u2028>x'
+    const strings = { big: piece.repeat(300_000), small: piece, empty: '', lone: `${piece}\ud800`, json: '{"a":1}', minusZero: '-0' }
+    const result = await m.run(
+      `const piece = ${JSON.stringify(piece)}
+       const expected = { big: piece.repeat(300_000), small: piece, empty: '', lone: piece + '\\ud800', json: '{"a":1}', minusZero: '-0' }
+       const out = {}
+       for (const name of Object.keys(expected)) {
+         const got = await tools.get({ name })
+         out[name] = typeof got === 'string' && got === expected[name]
+       }
+       return out`,
+      { bindings: tools({ get: async (args) => strings[(args as { name: keyof typeof strings }).name] }) },
+    )
+    expect(result).toEqual({ logs: [], value: { big: true, small: true, empty: true, lone: true, json: true, minusZero: true } })
+  })
+
   it('lone surrogates survive every crossing: arguments, resolutions, keys and rejection messages', async () => {
     const result = await m.run(
       `const codes = (s) => Array.from({ length: s.length }, (_, i) => s.charCodeAt(i))
@@ -444,5 +463,19 @@ describe('the shared lossless-JSON code, host side', () => {
     for (const value of [undefined, Number.NaN, -0, Infinity, 1n, Symbol('s'), () => 1]) expect(encodeLossless(value)).toBeUndefined()
     expect(encodeLossless('é"\n')).toBe(JSON.stringify('é"\n'))
     expect(encodeLossless({ a: [1, null, true, 'x'] })).toBe('{"a":[1,null,true,"x"]}')
+  })
+
+  it("encodes long strings exactly as JSON.stringify does, whatever they hold", async () => {
+    const { encodeLossless } = await import('../lib/lossless-json.js')
+    // Long enough for the scan that spares JSON.stringify, with each
+    // character JSON.stringify escapes (or keeps) at the start, middle, end.
+    const long = 'a'.repeat(20_000)
+    const tricky = ['', '"', '\\', '\n', '\u0000', '\u001f', '\u007f', 'é', '\ud800', '\udc00', '\ud83d\ude00', '\u2028', '/']
+    for (const special of tricky) {
+      for (const text of [special + long, long + special + long, long + special]) {
+        expect(encodeLossless(text)).toBe(JSON.stringify(text))
+        expect(encodeLossless({ text, list: [text] })).toBe(JSON.stringify({ text, list: [text] }))
+      }
+    }
   })
 })

@@ -251,6 +251,8 @@ describe('admission limits', () => {
     [{ isolateHosts: 65 }, /config\.isolateHosts must be a whole number from 1 to 64, got 65/],
     [{ isolateHosts: 1.5 }, /config\.isolateHosts must be a whole number from 1 to 64, got 1\.5/],
     [{ hostUnresponsiveMs: 0 }, /config\.hostUnresponsiveMs must be a positive number, got 0/],
+    [{ hostMaxRssMb: 0 }, /config\.hostMaxRssMb must be a positive number, got 0/],
+    [{ requireSandbox: 'yes' }, /\$\.requireSandbox expected boolean but got yes/],
   ])('refuses config %o, naming the key', async (config, message) => {
     await expect(new Context().plugin(V8CodeRuntime, config as never)).rejects.toThrow(message)
   })

@@ -105,7 +105,7 @@
     let pumping = false;
     const settle = (batch) => {
       pumping = false;
-      const { ids, oks, texts } = batch;
+      const { ids, oks, raws, texts } = batch;
       for (let i = 0; i < ids.length; i++) {
         const entry = p.MapPrototypeGet(pending, ids[i]);
         if (entry === undefined) continue;
@@ -113,7 +113,10 @@
         // A failure rejects with its message only: the error is built by
         // the call's own handler, on the chain the program awaits, so V8's
         // async stack trace reaches the program's call site.
-        if (oks[i]) {
+        if (oks[i] && raws[i]) {
+          // A tool's string, crossed as it is.
+          entry[0](texts[i]);
+        } else if (oks[i]) {
           const value = losslessJson.decode(texts[i]);
           if (value === undefined) entry[1]("binding resolution must be lossless JSON");
           else entry[0](value);

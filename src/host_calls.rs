@@ -10,7 +10,7 @@ use std::sync::{Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use dsh_protocol::config::spinning_helps;
-use dsh_protocol::frame::HostCall;
+use dsh_protocol::frame::{HostCall, ReplyKind};
 use dsh_protocol::lock::lock;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
@@ -22,9 +22,21 @@ use napi_derive::napi;
 pub const HOST_CALL_IDS: u32 = 4;
 
 /// Numbers per reply in the `ids` that `reply(ids, texts)` takes: run id,
-/// call id, and 1 to resolve the call with its text or 0 to reject it.
+/// call id, and how its text answers the call (one of the three below).
 #[napi]
 pub const REPLY_IDS: u32 = 3;
+
+/// Reject the call with the message whose JSON string literal is the text.
+#[napi]
+pub const REPLY_REJECT: u32 = ReplyKind::Reject as u32;
+
+/// Resolve the call with the value whose lossless JSON is the text.
+#[napi]
+pub const REPLY_JSON: u32 = ReplyKind::Json as u32;
+
+/// Resolve the call with the text itself (a well-formed string).
+#[napi]
+pub const REPLY_TEXT: u32 = ReplyKind::Text as u32;
 
 /// The program-to-host calls of one wake-up, handed to `onCalls(ids, args)`:
 /// call `i` is `(ids[4i], ids[4i+1], ids[4i+2], ids[4i+3], args[i])` =

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use dsh_protocol::bindings_descriptor::BindingsDescriptor;
 use dsh_protocol::config::{machine_busy_slots, HostFacts, RuntimeConfig};
-use dsh_protocol::frame::Reply;
+use dsh_protocol::frame::{Reply, ReplyKind};
 use dsh_protocol::ledger::{FailureKind, Outcomes, OutputLedger};
 use dsh_protocol::protections::Protection;
 use napi::bindgen_prelude::*;
@@ -351,11 +351,10 @@ impl NativeRuntime {
     self.core.supervisor.abort(run_id, reason.to_vec());
   }
 
-  /// Answer host calls: reply `i` settles (run `ids[3i]`, call `ids[3i+1]`),
-  /// resolving with the JSON text `texts[i]` when `ids[3i+2]` is 1, rejecting
-  /// with the message whose JSON string literal is `texts[i]` otherwise (JSON
-  /// keeps a lone surrogate, which a UTF-8 crossing would replace). Replies
-  /// for runs that have ended are dropped. Returns whether a live run was
+  /// Answer host calls: reply `i` settles (run `ids[3i]`, call `ids[3i+1]`)
+  /// as `ids[3i+2]` says (`REPLY_REJECT`, `REPLY_JSON`, `REPLY_TEXT`: see
+  /// `dsh_protocol::frame::ReplyKind`) with `texts[i]`. Replies for runs that
+  /// have ended are dropped. Returns whether a live run was
   /// answered: the host should then call `linger()` once its current turn is
   /// over.
   #[napi]
@@ -366,8 +365,12 @@ impl NativeRuntime {
     let replies = texts
       .into_iter()
       .zip(ids.chunks_exact(REPLY_IDS as usize))
-      .map(|(text, id)| Reply { run_id: id[0], call_id: id[1], ok: id[2] == 1, text })
-      .collect();
+      .map(|(text, id)| {
+        let kind = u8::try_from(id[2]).ok().and_then(ReplyKind::from_code);
+        let kind = kind.ok_or_else(|| Error::new(Status::InvalidArg, format!("unknown reply kind {}", id[2])))?;
+        Ok(Reply { run_id: id[0], call_id: id[1], kind, text })
+      })
+      .collect::<Result<_>>()?;
     Ok(self.core.supervisor.reply(replies))
   }
 

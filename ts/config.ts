@@ -60,10 +60,8 @@ function refuseRetiredKeys(config: unknown): void {
  */
 export function validateConfig(config: V8CodeRuntimeConfig): void {
   refuseRetiredKeys(config)
-  if (typeof config.requireSandbox !== 'boolean') {
-    throw new Error(`${PACKAGE}: config.requireSandbox must be true or false, got ${String(config.requireSandbox)}`)
-  }
   for (const [key, value] of Object.entries(config)) {
+    // The one flag (the schema has checked its type); every other key is a number.
     if (key === 'requireSandbox') continue
     if (!(typeof value === 'number' && Number.isFinite(value) && value > 0)) {
       throw new Error(`${PACKAGE}: config.${key} must be a positive number, got ${String(value)}`)

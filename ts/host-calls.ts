@@ -8,10 +8,14 @@
  */
 import { types } from 'node:util'
 import type { HostNamespace } from './bindings.js'
-import { HOST_CALL_IDS, type NativeRuntime } from './native.js'
+import { HOST_CALL_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT, type NativeRuntime } from './native.js'
 import { encodeLossless, losslessJson } from './lossless-json.js'
 
 const JSONStringify = JSON.stringify
+/** Captured: a tool's result must not change how its answer is checked. */
+const StringIsWellFormed = Function.prototype.call.bind(
+  (String.prototype as unknown as { isWellFormed(this: string): boolean }).isWellFormed,
+) as (text: string) => boolean
 
 /** Render an unknown rejection as the message the program sees. */
 export function messageOf(thrown: unknown): string {
@@ -42,7 +46,7 @@ export class HostCalls {
   }
 
   /** Replies waiting to cross back, flushed once per microtask drain:
-   *  three ids per reply (run id, call id, 1 = resolved / 0 = rejected). */
+   *  three ids per reply (run id, call id, how the text answers it). */
   private replyIds: number[] = []
   private replyTexts: string[] = []
   private flushQueued = false
@@ -80,10 +84,16 @@ export class HostCalls {
    * UTF-8, which would replace it).
    */
   private reply(runId: number, callId: number, ok: boolean, text: string): void {
+    // A rejection's message crosses as a JSON string literal, which keeps a
+    // lone surrogate the UTF-8 crossing would replace.
+    this.answer(runId, callId, ok ? REPLY_JSON : REPLY_REJECT, ok ? text : JSONStringify(text))
+  }
+
+  private answer(runId: number, callId: number, kind: number, text: string): void {
     // The addon's REPLY_IDS numbers per reply, in its order (it refuses
     // a batch of any other shape, so a disagreement fails every call).
-    this.replyIds.push(runId, callId, ok ? 1 : 0)
-    this.replyTexts.push(ok ? text : JSONStringify(text))
+    this.replyIds.push(runId, callId, kind)
+    this.replyTexts.push(text)
     if (!this.flushQueued) {
       this.flushQueued = true
       queueMicrotask(this.flush)
@@ -140,6 +150,12 @@ export class HostCalls {
     // thenable does (a throwing `then` getter or call) becomes a rejection.
     new Promise((resolve) => resolve(pending)).then(
       (value) => {
+        // A string crosses as it is (no JSON pass over megabytes on either
+        // side); one with a lone surrogate, which UTF-8 cannot carry, as JSON.
+        if (typeof value === 'string' && StringIsWellFormed(value)) {
+          this.answer(runId, callId, REPLY_TEXT, value)
+          return
+        }
         const text = encodeLossless(value)
         if (text === undefined) this.reply(runId, callId, false, 'binding resolution must be lossless JSON')
         else this.reply(runId, callId, true, text)

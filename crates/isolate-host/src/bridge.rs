@@ -28,14 +28,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use dsh_protocol::config::spinning_helps;
-use dsh_protocol::frame::HostCall;
+use dsh_protocol::frame::{HostCall, ReplyKind};
 
 use crate::budget;
 use crate::lock::lock;
 
-/// A host function's answer: resolution JSON text, or the rejection
-/// message as a JSON string literal.
-pub type Reply = Result<String, String>;
+/// A host function's answer: how its text answers the call, and the text.
+pub type Reply = (ReplyKind, String);
 
 /// The replies waiting for one run's pump.
 #[derive(Default)]

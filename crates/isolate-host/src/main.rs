@@ -159,10 +159,9 @@ fn main() {
           control.stop(StopReason::Abort(reason));
         }
       }
-      ToHost::Replies(replies) => bridge.reply_all(replies.into_iter().map(|reply| {
-        let answer = if reply.ok { Ok(reply.text) } else { Err(reply.text) };
-        (reply.run_id, reply.call_id, answer)
-      })),
+      ToHost::Replies(replies) => {
+        bridge.reply_all(replies.into_iter().map(|reply| (reply.run_id, reply.call_id, (reply.kind, reply.text))))
+      }
       ToHost::StatsRequest { seq } => {
         let stats = scheduler.stats();
         let count = |value: usize| u32::try_from(value).unwrap_or(u32::MAX);

@@ -21,6 +21,7 @@ use crate::isolate::PreparedIsolate;
 use crate::ledger::{FailureKind, Output, OutputLedger};
 use crate::sandbox_ext::{HostSlot, RepliesFuture, ReplyBatch, SandboxHost, Settlement};
 use crate::transpile::{strip_types, PROGRAM_NAME};
+use dsh_protocol::frame::ReplyKind;
 
 /// One run, as the scheduler receives it.
 pub struct RunJob {
@@ -100,13 +101,10 @@ impl SandboxHost for RunHost {
       // armed it) before it waits for any reply.
       bridge.flush();
       let mut batch = ReplyBatch::default();
-      for (id, reply) in mailbox.take().await {
+      for (id, (kind, text)) in mailbox.take().await {
         batch.ids.push(id);
-        let (ok, text) = match reply {
-          Ok(json) => (true, json),
-          Err(message) => (false, message),
-        };
-        batch.oks.push(ok);
+        batch.oks.push(kind != ReplyKind::Reject);
+        batch.raws.push(kind == ReplyKind::Text);
         batch.texts.push(text);
       }
       batch

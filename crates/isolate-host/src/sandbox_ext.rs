@@ -22,12 +22,14 @@ use deno_error::JsErrorBox;
 pub type RepliesFuture = Pin<Box<dyn Future<Output = ReplyBatch>>>;
 
 /// Replies to host calls, as columns: reply `i` answers call `ids[i]`,
-/// resolving with the JSON text `texts[i]` when `oks[i]`, else rejecting
-/// with the message whose JSON string literal is `texts[i]`.
+/// resolving when `oks[i]` with `texts[i]` itself when `raws[i]`, else with
+/// the value whose JSON text it is; rejecting otherwise, with the message
+/// whose JSON string literal is `texts[i]`.
 #[derive(Debug, Default, serde::Serialize)]
 pub struct ReplyBatch {
   pub ids: Vec<u32>,
   pub oks: Vec<bool>,
+  pub raws: Vec<bool>,
   pub texts: Vec<String>,
 }
 

@@ -54,14 +54,34 @@ pub enum ToHost {
   Shutdown,
 }
 
-/// One answer to a host call: resolve with the JSON text when `ok`, else
-/// reject with the message whose JSON string literal is `text`.
+/// One answer to a host call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
   pub run_id: u32,
   pub call_id: u32,
-  pub ok: bool,
+  pub kind: ReplyKind,
   pub text: String,
+}
+
+/// How a [`Reply`]'s text answers its call. The codes are what the
+/// harness's JS passes for each reply (the addon exports them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyKind {
+  /// Reject with the message whose JSON string literal is the text (a
+  /// literal, so that lone surrogates survive the UTF-8 crossing).
+  Reject = 0,
+  /// Resolve with the value whose lossless JSON is the text.
+  Json = 1,
+  /// Resolve with the text itself: a tool's string result (well formed,
+  /// so UTF-8 carries it exactly) crosses as it is, with no JSON pass on
+  /// either side, which for a string of megabytes is most of the cost.
+  Text = 2,
+}
+
+impl ReplyKind {
+  pub fn from_code(code: u8) -> Option<ReplyKind> {
+    [ReplyKind::Reject, ReplyKind::Json, ReplyKind::Text].into_iter().find(|kind| *kind as u8 == code)
+  }
 }
 
 /// A host to the harness.
@@ -246,7 +266,7 @@ impl ToHost {
       ToHost::Replies(replies) => {
         let mut frame = FrameWriter::new(out, REPLIES).u32(len32(replies.len()));
         for reply in replies {
-          frame = frame.u32(reply.run_id).u32(reply.call_id).u8(u8::from(reply.ok)).text(&reply.text);
+          frame = frame.u32(reply.run_id).u32(reply.call_id).u8(reply.kind as u8).text(&reply.text);
         }
         frame.finish()
       }
@@ -278,7 +298,8 @@ impl ToHost {
           replies.push(Reply {
             run_id: fields.u32()?,
             call_id: fields.u32()?,
-            ok: fields.bool()?,
+            kind: ReplyKind::from_code(fields.u8()?)
+              .ok_or_else(|| ProtocolError("a reply of an unknown kind".to_owned()))?,
             text: fields.text()?,
           });
         }
@@ -436,14 +457,6 @@ impl<'a> Fields<'a> {
     Ok(self.array::<1>()?[0])
   }
 
-  fn bool(&mut self) -> Result<bool, ProtocolError> {
-    match self.u8()? {
-      0 => Ok(false),
-      1 => Ok(true),
-      other => Err(ProtocolError(format!("{other} is not a boolean"))),
-    }
-  }
-
   fn u32(&mut self) -> Result<u32, ProtocolError> {
     Ok(u32::from_le_bytes(self.array()?))
   }
@@ -546,8 +559,9 @@ mod tests {
     });
     round_trip_to_host(ToHost::Abort { run_id: 1, reason: vec![0xd800, 0x41] });
     round_trip_to_host(ToHost::Replies(vec![
-      Reply { run_id: 1, call_id: 2, ok: true, text: "[1]".into() },
-      Reply { run_id: 3, call_id: 4, ok: false, text: "\"no\"".into() },
+      Reply { run_id: 1, call_id: 2, kind: ReplyKind::Json, text: "[1]".into() },
+      Reply { run_id: 3, call_id: 4, kind: ReplyKind::Reject, text: "\"no\"".into() },
+      Reply { run_id: 5, call_id: 6, kind: ReplyKind::Text, text: "as it is".into() },
     ]));
     round_trip_to_host(ToHost::StatsRequest { seq: u64::MAX });
     round_trip_to_host(ToHost::Shutdown);
