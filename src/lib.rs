@@ -28,7 +28,9 @@ use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 
-use crate::host_calls::{host_call_batch, CallOutbox, HostCallIds, HostWake, REPLY_IDS};
+use crate::host_calls::{
+  host_call_batch, CallOutbox, HostCallIds, HostWake, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT,
+};
 use crate::run_result::{NativeRunResult, MIN_OUTPUT_BYTES};
 use crate::supervisor::{queue_full, RunEnd, Settings, Supervisor, SupervisorStats};
 
@@ -366,8 +368,12 @@ impl NativeRuntime {
       .into_iter()
       .zip(ids.chunks_exact(REPLY_IDS as usize))
       .map(|(text, id)| {
-        let kind = u8::try_from(id[2]).ok().and_then(ReplyKind::from_code);
-        let kind = kind.ok_or_else(|| Error::new(Status::InvalidArg, format!("unknown reply kind {}", id[2])))?;
+        let kind = match id[2] {
+          REPLY_REJECT => ReplyKind::Reject,
+          REPLY_JSON => ReplyKind::Json,
+          REPLY_TEXT => ReplyKind::Text,
+          other => return Err(Error::new(Status::InvalidArg, format!("unknown reply kind {other}"))),
+        };
         Ok(Reply { run_id: id[0], call_id: id[1], kind, text })
       })
       .collect::<Result<_>>()?;
