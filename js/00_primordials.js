@@ -122,6 +122,8 @@
   p.NumberPrototypeToString = uncurryThis(Number.prototype.toString);
   p.NumberPrototypeToFixed = uncurryThis(Number.prototype.toFixed);
   p.BigIntPrototypeValueOf = uncurryThis(BigInt.prototype.valueOf);
+  // process.hrtime.bigint().
+  p.BigInt = BigInt;
   p.BooleanPrototypeValueOf = uncurryThis(Boolean.prototype.valueOf);
   p.SymbolPrototypeValueOf = uncurryThis(Symbol.prototype.valueOf);
   p.SymbolPrototypeToString = uncurryThis(Symbol.prototype.toString);
@@ -242,6 +244,8 @@
   p.Uint8Array = Uint8Array;
   p.Uint16Array = Uint16Array;
   p.Uint32Array = Uint32Array;
+  // process.memoryUsage's figures cross from the op in one.
+  p.Float64Array = Float64Array;
   p.DataView = DataView;
   const TypedArrayPrototype = Object.getPrototypeOf(Uint8Array.prototype);
   p.TypedArrayPrototypeGetLength = uncurryThis(
@@ -320,8 +324,9 @@
     // [name, value, enumerable?]: the globals defineGlobals() (99_bootstrap.js)
     // defines while the snapshot is made; frozen then.
     webGlobals: [],
-    // (host) => void: told the host's facts at seal() ({ nodeMajor,
-    // hardwareConcurrency, platform }: crates/isolate-host/src/isolate.rs).
+    // (host, engine) => void: told the host's facts at seal() ({ nodeMajor,
+    // nodeVersion, hardwareConcurrency, platform }, and { v8, arch }:
+    // crates/isolate-host/src/isolate.rs).
     nodeLineFollowers: [],
   };
   globalThis.__dsh = dsh;
