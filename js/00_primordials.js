@@ -267,6 +267,39 @@
   p.TypedArrayPrototypeSet = uncurryThis(TypedArrayPrototype.set);
   p.Proxy = Proxy;
   p.globalThis = globalThis;
+
+  // The standard globals, and the members of each and of its prototype, as
+  // they are before any program runs: what the vendored `buffer` package
+  // reads instead of the program-mutable originals (scripts/vendor-buffer.mjs
+  // rewrites its reads, js/14_lazy_globals.js serves them). Data properties
+  // only: the package reads no accessor of a built-in.
+  const intrinsicGlobals = { __proto__: null };
+  const intrinsicMembers = new Map();
+  const recordMembers = (object) => {
+    if (intrinsicMembers.has(object)) return;
+    const members = { __proto__: null };
+    for (const key of Reflect.ownKeys(object)) {
+      const descriptor = Object.getOwnPropertyDescriptor(object, key);
+      if ("value" in descriptor) members[key] = descriptor.value;
+    }
+    intrinsicMembers.set(object, members);
+  };
+  for (const name of Object.getOwnPropertyNames(globalThis)) {
+    // The language's own globals are capitalised (Math, JSON, Uint8Array...);
+    // deno_core's and the sandbox's are not, or come later.
+    const descriptor = Object.getOwnPropertyDescriptor(globalThis, name);
+    if (!/^[A-Z]/.test(name) || !("value" in descriptor)) continue;
+    const value = descriptor.value;
+    if ((typeof value !== "function" && typeof value !== "object") || value === null) continue;
+    intrinsicGlobals[name] = value;
+    recordMembers(value);
+    if (typeof value === "function" && value.prototype !== null && typeof value.prototype === "object") recordMembers(value.prototype);
+  }
+  const TypedArray = Object.getPrototypeOf(Uint8Array);
+  recordMembers(TypedArray);
+  recordMembers(TypedArray.prototype);
+  p.intrinsicGlobals = intrinsicGlobals;
+  p.intrinsicMembers = intrinsicMembers;
   // deno_core exposes the engine's proxy check; the host passes util.types.isProxy.
   p.isProxy = globalThis.Deno.core.isProxy;
 
