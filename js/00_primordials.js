@@ -268,15 +268,23 @@
   p.Proxy = Proxy;
   p.globalThis = globalThis;
 
-  // The standard globals, and the members of each and of its prototype, as
-  // they are before any program runs: what the vendored `buffer` package
-  // reads instead of the program-mutable originals (scripts/vendor-buffer.mjs
-  // rewrites its reads, js/14_lazy_globals.js serves them). Data properties
-  // only: the package reads no accessor of a built-in.
+  // Standard globals, and the members of each and of its prototype, as they
+  // are before any program runs: what the vendored `buffer` package reads
+  // instead of the program-mutable originals (scripts/vendor-buffer.mjs
+  // rewrites its reads, js/14_lazy_globals.js serves them; a global it
+  // names that is not here fails its first load). Only these: every
+  // isolate deserializes the records, so the package's needs, and the
+  // prototypes of the primitives and of what they inherit from. Data
+  // properties only: the package reads no accessor of a built-in.
+  // By identifier: the host realm evaluates this file with a stand-in for
+  // globalThis (ts/lossless-json.ts). SharedArrayBuffer may be absent.
+  const INTRINSIC_GLOBALS = {
+    __proto__: null, Array, ArrayBuffer, BigInt, Boolean, Error, Float32Array, Float64Array, Function,
+    Math, Number, Object, RangeError, SharedArrayBuffer: globalThis.SharedArrayBuffer, String, Symbol, TypeError, Uint8Array,
+  };
   const intrinsicGlobals = { __proto__: null };
   const intrinsicMembers = new Map();
   const recordMembers = (object) => {
-    if (intrinsicMembers.has(object)) return;
     const members = { __proto__: null };
     for (const key of Reflect.ownKeys(object)) {
       const descriptor = Object.getOwnPropertyDescriptor(object, key);
@@ -284,20 +292,20 @@
     }
     intrinsicMembers.set(object, members);
   };
-  for (const name of Object.getOwnPropertyNames(globalThis)) {
-    // The language's own globals are capitalised (Math, JSON, Uint8Array...);
-    // deno_core's and the sandbox's are not, or come later.
-    const descriptor = Object.getOwnPropertyDescriptor(globalThis, name);
-    if (!/^[A-Z]/.test(name) || !("value" in descriptor)) continue;
-    const value = descriptor.value;
-    if ((typeof value !== "function" && typeof value !== "object") || value === null) continue;
-    intrinsicGlobals[name] = value;
+  const recordWithPrototype = (value) => {
     recordMembers(value);
-    if (typeof value === "function" && value.prototype !== null && typeof value.prototype === "object") recordMembers(value.prototype);
+    // Function.prototype is a function without a prototype of its own.
+    const prototype = typeof value === "function" ? value.prototype : undefined;
+    if (prototype !== undefined) recordMembers(prototype);
+  };
+  for (const name in INTRINSIC_GLOBALS) {
+    const value = INTRINSIC_GLOBALS[name];
+    if (value === undefined) continue;
+    intrinsicGlobals[name] = value;
+    recordWithPrototype(value);
   }
-  const TypedArray = Object.getPrototypeOf(Uint8Array);
-  recordMembers(TypedArray);
-  recordMembers(TypedArray.prototype);
+  // %TypedArray%, which Uint8Array's methods come from.
+  recordWithPrototype(Object.getPrototypeOf(Uint8Array));
   p.intrinsicGlobals = intrinsicGlobals;
   p.intrinsicMembers = intrinsicMembers;
   // deno_core exposes the engine's proxy check; the host passes util.types.isProxy.

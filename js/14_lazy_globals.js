@@ -83,7 +83,16 @@
     if (typeof method !== "function") throw new p.TypeError(`${String(name)} is not a function`);
     return ReflectApply(method, object, args);
   }
-  dsh.packageIntrinsics = p.ObjectFreeze({ __proto__: null, globals: p.intrinsicGlobals, $get, $call });
+  /** The captured globals `names` (a name not captured is an error that says so). */
+  function globals(names) {
+    const named = { __proto__: null };
+    for (let i = 0; i < names.length; i++) {
+      if (!ObjectHasOwn(p.intrinsicGlobals, names[i])) throw new p.Error(`js/00_primordials.js does not capture ${names[i]}`);
+      named[names[i]] = p.intrinsicGlobals[names[i]];
+    }
+    return named;
+  }
+  dsh.packageIntrinsics = p.ObjectFreeze({ __proto__: null, globals, $get, $call });
 
   const loaded = { __proto__: null };
   /** Module `name`'s globals, evaluating it on first use. */

@@ -61,8 +61,6 @@ export async function bundle() {
   return `${header}\n${readsIntrinsics(result.outputFiles[0].text)}`
 }
 
-/** The standard globals the package names (never declared in it): bound to captured values. */
-const CAPTURED_GLOBALS = ['Array', 'ArrayBuffer', 'BigInt', 'Error', 'Float32Array', 'Float64Array', 'Math', 'Number', 'Object', 'RangeError', 'SharedArrayBuffer', 'String', 'Symbol', 'TypeError', 'Uint8Array']
 /** Reads left as they are: own data of the package's objects, or unforgeable on built-ins. */
 const PLAIN_READS = new Set(['length', 'prototype', 'constructor', 'name', 'exports'])
 
@@ -78,7 +76,20 @@ export function readsIntrinsics(code) {
   const out = new MagicString(code)
   const seen = new Set()
   const assigned = new Set()
-  const isGlobal = (node) => node.type === 'Identifier' && CAPTURED_GLOBALS.includes(node.name)
+  // The standard globals it names: capitalised globals of the language that
+  // the bundle never declares. js/00_primordials.js captures them
+  // (INTRINSIC_GLOBALS there); one it lacks fails the first load, named.
+  const declared = new Set()
+  ;(function collect(node) {
+    if (node === null || typeof node !== 'object') return
+    if (Array.isArray(node)) return node.forEach(collect)
+    for (const key of ['id', 'params']) {
+      for (const target of [node[key]].flat()) if (target?.type === 'Identifier') declared.add(target.name)
+    }
+    for (const key of Object.keys(node)) collect(node[key])
+  })(ast)
+  const STANDARD = new Set(Object.getOwnPropertyNames(globalThis).filter((name) => /^[A-Z]/.test(name) && !declared.has(name) && ['function', 'object'].includes(typeof globalThis[name])))
+  const isGlobal = (node) => node.type === 'Identifier' && STANDARD.has(node.name)
   // The `.` of a member expression (its object may end in parentheses).
   const dot = (node) => code.lastIndexOf('.', node.property.start)
   const plainMember = (node) => node.type === 'MemberExpression' && !node.computed && !node.optional && node.object.type !== 'Super'
@@ -91,7 +102,7 @@ export function readsIntrinsics(code) {
     if (node === null || typeof node !== 'object') return
     if (Array.isArray(node)) return node.forEach((child) => visit(child, parent))
     if (typeof node.type !== 'string') return
-    if (node.type === 'Identifier' && CAPTURED_GLOBALS.includes(node.name) && parent?.type !== 'MemberExpression') seen.add(node.name)
+    if (isGlobal(node) && !(parent?.type === 'MemberExpression' && parent.property === node)) seen.add(node.name)
     if ((node.type === 'AssignmentExpression' && node.left.type === 'MemberExpression') || (node.type === 'UpdateExpression' && node.argument.type === 'MemberExpression')) {
       assigned.add(node.left ?? node.argument)
     }
@@ -132,7 +143,8 @@ export function readsIntrinsics(code) {
   }
   visit(ast, null)
   const names = [...seen].sort()
-  return `const { ${names.join(', ')} } = intrinsics.globals;\nconst { $call, $get } = intrinsics;\n${out.toString()}`
+  // A global the isolate did not capture fails the first load, naming it.
+  return `const { ${names.join(', ')} } = intrinsics.globals(${JSON.stringify(names)});\nconst { $call, $get } = intrinsics;\n${out.toString()}`
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -61,7 +61,7 @@
  * THIS SOFTWARE IS PROVIDED BY THE COPYRIGHT HOLDERS AND CONTRIBUTORS "AS IS" AND ANY EXPRESS OR IMPLIED WARRANTIES, INCLUDING, BUT NOT LIMITED TO, THE IMPLIED WARRANTIES OF MERCHANTABILITY AND FITNESS FOR A PARTICULAR PURPOSE ARE DISCLAIMED. IN NO EVENT SHALL THE COPYRIGHT HOLDER OR CONTRIBUTORS BE LIABLE FOR ANY DIRECT, INDIRECT, INCIDENTAL, SPECIAL, EXEMPLARY, OR CONSEQUENTIAL DAMAGES (INCLUDING, BUT NOT LIMITED TO, PROCUREMENT OF SUBSTITUTE GOODS OR SERVICES; LOSS OF USE, DATA, OR PROFITS; OR BUSINESS INTERRUPTION) HOWEVER CAUSED AND ON ANY THEORY OF LIABILITY, WHETHER IN CONTRACT, STRICT LIABILITY, OR TORT (INCLUDING NEGLIGENCE OR OTHERWISE) ARISING IN ANY WAY OUT OF THE USE OF THIS SOFTWARE, EVEN IF ADVISED OF THE POSSIBILITY OF SUCH DAMAGE.
  */
 "use strict";
-const { Array, ArrayBuffer, BigInt, Error, Math, Number, Object, RangeError, SharedArrayBuffer, String, Symbol, TypeError, Uint8Array } = intrinsics.globals;
+const { Array, ArrayBuffer, BigInt, Error, Math, Number, Object, RangeError, SharedArrayBuffer, String, Symbol, TypeError, Uint8Array } = intrinsics.globals(["Array","ArrayBuffer","BigInt","Error","Math","Number","Object","RangeError","SharedArrayBuffer","String","Symbol","TypeError","Uint8Array"]);
 const { $call, $get } = intrinsics;
 var bufferPackage = (() => {
   var __getOwnPropNames = $get(Object, "getOwnPropertyNames");
