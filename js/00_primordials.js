@@ -328,8 +328,10 @@
   for (const group of Object.keys(table)) {
     const names = table[group];
     protocol[group] = new Proxy(Object.freeze({ __proto__: null, ...names }), {
+      // Read by lazy modules too, after the program may have replaced
+      // Object, Error or String: primordials.
       get(target, name) {
-        if (!Object.hasOwn(target, name)) throw new Error(`protocol.${group}.${String(name)} is not defined by crates/isolate-host/src/sandbox_ext.rs`);
+        if (!p.ObjectHasOwn(target, name)) throw new p.Error(`protocol.${group}.${p.String(name)} is not defined by crates/isolate-host/src/sandbox_ext.rs`);
         return target[name];
       },
     });

@@ -147,9 +147,6 @@
   }
 
   class EventEmitter {
-    on(event, listener) {
-      return add(this, event, listener, false, false);
-    }
     addListener(event, listener) {
       return add(this, event, listener, false, false);
     }
@@ -161,9 +158,6 @@
     }
     prependOnceListener(event, listener) {
       return add(this, event, listener, true, true);
-    }
-    off(event, listener) {
-      return remove(this, event, listener);
     }
     removeListener(event, listener) {
       return remove(this, event, listener);
@@ -214,6 +208,10 @@
       return this._maxListeners === undefined ? 10 : this._maxListeners;
     }
   }
+
+  // As Node's: `on` is `addListener`, `off` is `removeListener`.
+  ObjectDefineProperty(EventEmitter.prototype, "on", { __proto__: null, value: EventEmitter.prototype.addListener, writable: true, configurable: true });
+  ObjectDefineProperty(EventEmitter.prototype, "off", { __proto__: null, value: EventEmitter.prototype.removeListener, writable: true, configurable: true });
 
   // --- stdout / stderr -------------------------------------------------------
 
@@ -411,10 +409,11 @@
   process.cwd = function cwd() {
     return "/";
   };
-  // As Node's: checked when set, a string of an integer kept as the number.
+  // As Node's: checked when set, a string of an integer kept as the
+  // number, null as undefined.
   let exitCode;
   function setExitCode(code, caller) {
-    exitCode = code === null || code === undefined ? code : exitCodeOf(code, caller);
+    exitCode = code === null || code === undefined ? undefined : exitCodeOf(code, caller);
   }
   ObjectDefineProperty(process, "exitCode", {
     __proto__: null,
