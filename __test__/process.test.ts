@@ -8,7 +8,8 @@
  * lazy globals made after a program tampered with built-ins.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { inNodeWorker, mismatches, mount, mountReference, type Mounted } from './helpers.js'
+import { readFileSync } from 'node:fs'
+import { fromNodeWorker, inNodeWorker, mismatches, mount, mountReference, type Mounted } from './helpers.js'
 
 let m: Mounted
 let tight: Mounted
@@ -63,6 +64,8 @@ const cases: string[] = [
   '[typeof process.memoryUsage.rss(), process.memoryUsage.rss() > 0]',
   '(() => { const c = process.cpuUsage(); return [Object.keys(c), Number.isInteger(c.user), Number.isInteger(c.system), c.user >= 0] })()',
   '(() => { const c = process.cpuUsage(process.cpuUsage()); return [Object.keys(c), c.user >= 0, c.system >= 0] })()',
+  '(() => { const c = process.threadCpuUsage(); return [Object.keys(c), Number.isInteger(c.user), c.user >= 0] })()',
+  "(async () => { let fired = false; const t = setTimeout(() => { fired = true }, 1); process.unref(t); const r = [t.hasRef()]; process.ref(t); r.push(t.hasRef(), process.ref(null), process.unref({})); await new Promise((resolve) => setTimeout(resolve, 5)); return [...r, fired] })()",
   'process.cpuUsage({ user: -1, system: 0 })', "process.cpuUsage({ user: 'x', system: 0 })", 'process.cpuUsage({ user: 0, system: -1 })',
   "process.cpuUsage({ user: 0, system: 'y' })", 'process.cpuUsage(5)',
   // the host's Node line, the machine, the run's own ids
@@ -298,5 +301,33 @@ describe('lazy globals made after the program tampered with built-ins', () => {
     const [here, there] = await Promise.all([m.run(hostile + uses), reference.run(uses)])
     expect(there.error).toBeUndefined()
     expect(here).toEqual(there)
+  })
+})
+
+describe("the README's process tables", () => {
+  /** The backticked names that open each row of the README's tables under `### \`process\``. */
+  function tables(): [string[], string[]] {
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
+    const section = readme.slice(readme.indexOf('### `process`'), readme.indexOf('### Absent on purpose'))
+    const [present, absent] = section.split('Absent on purpose, each')
+    const names = (text: string) =>
+      text
+        .split('\n')
+        .filter((line) => line.startsWith('| `'))
+        .flatMap((row) => [...row.split('|')[1].matchAll(/`([A-Za-z_]\w*)/g)].map((match) => match[1]))
+    return [names(present), names(absent)]
+  }
+
+  it("cover every member of a Node worker's process: present here, or absent with a reason", async () => {
+    const [present, absent] = tables()
+    const node = await fromNodeWorker<string[]>(
+      'const names = new Set(); for (let o = process; o && o !== Object.prototype; o = Object.getPrototypeOf(o)) for (const k of Object.getOwnPropertyNames(o)) names.add(k); parentPort.postMessage([...names])',
+    )
+    const result = await m.run(`return ${JSON.stringify([...node, ...present, ...absent])}.map((name) => [name, name in process])`)
+    const here = new Map(result.value as [string, boolean][])
+    expect(absent.length).toBeGreaterThan(40)
+    expect(node.filter((name) => name !== 'constructor' && !here.get(name) && !absent.includes(name))).toEqual([])
+    expect(absent.filter((name) => here.get(name))).toEqual([])
+    expect(present.filter((name) => !here.get(name))).toEqual([])
   })
 })

@@ -71,6 +71,7 @@
   // --- events: Node's EventEmitter methods, shared by process and its streams
 
   const kEvents = p.Symbol("events");
+  const kMaxListeners = p.Symbol("maxListeners");
   /** The listener list of `event` on `emitter`, made on first use. */
   function listenersOf(emitter, event, create) {
     let table = emitter[kEvents];
@@ -201,11 +202,11 @@
       if (typeof n !== "number" || n < 0 || p.NumberIsNaN(n)) {
         throw errors().outOfRange("n", "a non-negative number", n);
       }
-      ObjectDefineProperty(this, "_maxListeners", { __proto__: null, value: n, writable: true, configurable: true });
+      ObjectDefineProperty(this, kMaxListeners, { __proto__: null, value: n, writable: true, configurable: true });
       return this;
     }
     getMaxListeners() {
-      return this._maxListeners === undefined ? 10 : this._maxListeners;
+      return this[kMaxListeners] === undefined ? 10 : this[kMaxListeners];
     }
   }
 
@@ -404,6 +405,25 @@
   };
   process.memoryUsage = memoryUsage;
   process.cpuUsage = cpuUsage;
+  // The run has one thread, and cpuUsage is already its CPU.
+  process.threadCpuUsage = function threadCpuUsage(prevValue) {
+    return cpuUsage(prevValue);
+  };
+  // Node's process.ref / unref: whatever the object's own ref / unref does
+  // (a Timeout's or an Immediate's here).
+  const kRef = p.SymbolFor("nodejs.ref");
+  const kUnref = p.SymbolFor("nodejs.unref");
+  function callRef(object, symbol, name) {
+    if (object === null || object === undefined) return;
+    const fn = object[symbol] || object[name];
+    if (typeof fn === "function") ReflectApply(fn, object, []);
+  }
+  process.ref = function ref(maybeRefable) {
+    callRef(maybeRefable, kRef, "ref");
+  };
+  process.unref = function unref(maybeRefable) {
+    callRef(maybeRefable, kUnref, "unref");
+  };
   process.emitWarning = emitWarning;
   // No file system: the run's working directory is the root of nothing.
   process.cwd = function cwd() {
