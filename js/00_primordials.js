@@ -268,27 +268,34 @@
   p.Proxy = Proxy;
   p.globalThis = globalThis;
 
-  // Standard globals, and the members of each and of its prototype, as they
-  // are before any program runs: what the vendored `buffer` package reads
-  // instead of the program-mutable originals (scripts/vendor-buffer.mjs
-  // rewrites its reads, js/14_lazy_globals.js serves them; a global it
-  // names that is not here fails its first load). Only these: every
-  // isolate deserializes the records, so the package's needs, and the
-  // prototypes of the primitives and of what they inherit from. Data
-  // properties only: the package reads no accessor of a built-in.
+  // Standard globals, and the members of each and of its prototype that the
+  // vendored `buffer` package reads, as they are before any program runs:
+  // what it reads instead of the program-mutable originals
+  // (scripts/vendor-buffer.mjs rewrites its reads, js/14_lazy_globals.js
+  // serves them). Only these: every isolate deserializes the records. The
+  // vendor script evaluates this file and refuses a bundle that reads a
+  // member of these globals missing here; a global the bundle names that is
+  // missing here fails its first load, named. Data properties only: the
+  // package reads no accessor of a built-in.
   // By identifier: the host realm evaluates this file with a stand-in for
   // globalThis (ts/lossless-json.ts). SharedArrayBuffer may be absent.
   const INTRINSIC_GLOBALS = {
     __proto__: null, Array, ArrayBuffer, BigInt, Boolean, Error, Float32Array, Float64Array, Function,
     Math, Number, Object, RangeError, SharedArrayBuffer: globalThis.SharedArrayBuffer, String, Symbol, TypeError, Uint8Array,
   };
+  const INTRINSIC_MEMBERS = [
+    "abs", "apply", "bind", "call", "charCodeAt", "copyWithin", "defineProperty", "fill", "floor", "for", "from",
+    "fromCharCode", "getOwnPropertyNames", "indexOf", "isArray", "isInteger", "isView", "join", "lastIndexOf", "log",
+    "min", "pow", "push", "replace", "set", "setPrototypeOf", "slice", "split", "subarray", "substr", "toLowerCase", "toPrimitive",
+    "toString", "trim", "valueOf",
+  ];
   const intrinsicGlobals = { __proto__: null };
   const intrinsicMembers = new Map();
   const recordMembers = (object) => {
     const members = { __proto__: null };
-    for (const key of Reflect.ownKeys(object)) {
+    for (const key of INTRINSIC_MEMBERS) {
       const descriptor = Object.getOwnPropertyDescriptor(object, key);
-      if ("value" in descriptor) members[key] = descriptor.value;
+      if (descriptor !== undefined && "value" in descriptor) members[key] = descriptor.value;
     }
     intrinsicMembers.set(object, members);
   };

@@ -61,6 +61,27 @@ export async function bundle() {
   return `${header}\n${readsIntrinsics(result.outputFiles[0].text)}`
 }
 
+/**
+ * Refuses a bundle that reads a member of a captured built-in that
+ * js/00_primordials.js does not keep (its INTRINSIC_MEMBERS): evaluated here
+ * as ts/lossless-json.ts evaluates it, over this realm's built-ins, its
+ * records are compared with the built-ins they stand for.
+ */
+function checkCaptured(names) {
+  const scope = { SharedArrayBuffer, Deno: { core: { ops: {}, isProxy: () => false } } }
+  new Function('globalThis', readFileSync(join(root, 'js', '00_primordials.js'), 'utf8'))(scope)
+  const missing = new Set()
+  for (const [object, members] of scope.__dsh.primordials.intrinsicMembers) {
+    for (const name of names) {
+      const descriptor = Object.getOwnPropertyDescriptor(object, name)
+      // A constant (Math.LN2) cannot be replaced: nothing to keep.
+      const replaceable = descriptor && 'value' in descriptor && (descriptor.writable || descriptor.configurable)
+      if (replaceable && !(name in members)) missing.add(name)
+    }
+  }
+  if (missing.size > 0) throw new Error(`the buffer package reads ${[...missing].join(', ')} of built-ins: add them to INTRINSIC_MEMBERS in js/00_primordials.js`)
+}
+
 /** Reads left as they are: own data of the package's objects, or unforgeable on built-ins. */
 const PLAIN_READS = new Set(['length', 'prototype', 'constructor', 'name', 'exports'])
 
@@ -93,7 +114,10 @@ export function readsIntrinsics(code) {
   // The `.` of a member expression (its object may end in parentheses).
   const dot = (node) => code.lastIndexOf('.', node.property.start)
   const plainMember = (node) => node.type === 'MemberExpression' && !node.computed && !node.optional && node.object.type !== 'Super'
+  // Every member name read through $call / $get.
+  const read = new Set()
   function get(node) {
+    read.add(node.property.name)
     // `$get(o, "x")`: only the boundaries change, so nested rewrites compose.
     out.appendLeft(node.start, '$get(')
     out.overwrite(dot(node), node.end, `, ${JSON.stringify(node.property.name)})`)
@@ -112,6 +136,7 @@ export function readsIntrinsics(code) {
       const name = callee.property.name
       if (code[node.end - 1] !== ')') throw new Error(`unexpected call syntax at ${node.start}`)
       if (node.arguments.some((arg) => arg.type === 'SpreadElement')) throw new Error(`a spread call at ${node.start} would read the program's iterators`)
+      read.add(name)
       const open = code.indexOf('(', callee.end)
       out.appendLeft(callee.start, '$call(')
       out.overwrite(dot(callee), open + 1, `, ${JSON.stringify(name)}, [`)
@@ -142,6 +167,7 @@ export function readsIntrinsics(code) {
     }
   }
   visit(ast, null)
+  checkCaptured(read)
   const names = [...seen].sort()
   // A global the isolate did not capture fails the first load, naming it.
   return `const { ${names.join(', ')} } = intrinsics.globals(${JSON.stringify(names)});\nconst { $call, $get } = intrinsics;\n${out.toString()}`
