@@ -211,7 +211,11 @@ fn op_dsh_cpu_usage(state: &mut OpState) -> Result<f64, JsErrorBox> {
 /// account), heapTotal, heapUsed, external (the run's account: allocator,
 /// ICU, charged built-ins) and arrayBuffers (what V8 counts for them).
 #[op2(nofast)]
-fn op_dsh_memory_usage(state: &mut OpState, scope: &mut v8::PinScope, #[buffer] out: &mut [f64]) -> Result<(), JsErrorBox> {
+fn op_dsh_memory_usage(
+  state: &mut OpState,
+  scope: &mut v8::PinScope,
+  #[buffer] out: &mut [f64],
+) -> Result<(), JsErrorBox> {
   let external = host(state)?.external_memory_used();
   let stats = scope.get_heap_statistics();
   let figures = [
