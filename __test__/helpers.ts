@@ -1,6 +1,8 @@
 /** Real cordis contexts around the real addon: the way users mount it. */
+import { Worker } from 'node:worker_threads'
 import { Context } from '@deepseek-ai/cordis'
 import type { CodeRunRequest, CodeRunResult } from '@deepseek-ai/dsh-code-runtime'
+import { WorkerThreadCodeRuntime } from '@deepseek-ai/dsh-code-runtime-worker-thread'
 import V8CodeRuntime, { type V8CodeRuntimeConfig } from '../lib/index.js'
 
 export { V8CodeRuntime }
@@ -24,6 +26,46 @@ export async function mount(config: Partial<V8CodeRuntimeConfig> = {}): Promise<
     dispose: () => fiber.dispose(),
   }
 }
+
+/**
+ * The reference backend (a Node worker thread per run) in a fresh cordis
+ * Context: the oracle for what a program sees of Node.
+ */
+export async function mountReference(): Promise<Omit<Mounted, 'runtime'>> {
+  const ctx = new Context()
+  const fiber = await ctx.plugin(WorkerThreadCodeRuntime, {} as never)
+  const runtime = ctx.codeRuntime as WorkerThreadCodeRuntime
+  return {
+    ctx,
+    run: (program, request = {}) => runtime.run({ program, bindings: [], ...request }),
+    dispose: () => fiber.dispose(),
+  }
+}
+
+/**
+ * What a fresh Node worker thread posts back from `source` (CommonJS, with
+ * `parentPort` in scope): a realm of Node's own, which a test may spoil.
+ */
+export async function fromNodeWorker<T>(source: string): Promise<T> {
+  const worker = new Worker(`const { parentPort } = require('node:worker_threads');\n${source}`, { eval: true })
+  const [value] = (await new Promise((resolve, reject) => {
+    worker.once('message', (message) => resolve([message]))
+    worker.once('error', reject)
+  })) as [T]
+  await worker.terminate()
+  return value
+}
+
+/**
+ * A program's completion (a string) in a fresh Node worker thread, as the
+ * body of an async function: the oracle for programs that spoil built-ins
+ * the reference backend's own completion path needs.
+ */
+export const inNodeWorker = (program: string) =>
+  fromNodeWorker<string>(
+    `const AsyncFunction = (async () => {}).constructor;
+     new AsyncFunction(${JSON.stringify(program)})().then((value) => parentPort.postMessage(value), (error) => parentPort.postMessage('threw: ' + error.message))`,
+  )
 
 /** A namespace of host functions under `tools`. */
 export function tools(

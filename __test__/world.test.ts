@@ -8,23 +8,8 @@
  */
 import { readFileSync } from 'node:fs'
 import { inspect } from 'node:util'
-import { Worker } from 'node:worker_threads'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { mismatches, mount, type Mounted } from './helpers.js'
-
-/**
- * What a fresh Node worker thread posts back from `source` (CommonJS, with
- * `parentPort` in scope): a realm of Node's own, which a test may spoil.
- */
-async function fromNodeWorker<T>(source: string): Promise<T> {
-  const worker = new Worker(`const { parentPort } = require('node:worker_threads');\n${source}`, { eval: true })
-  const [value] = (await new Promise((resolve, reject) => {
-    worker.once('message', (message) => resolve([message]))
-    worker.once('error', reject)
-  })) as [T]
-  await worker.terminate()
-  return value
-}
+import { fromNodeWorker, inNodeWorker, mismatches, mount, type Mounted } from './helpers.js'
 
 const DESCRIBE = `function describe(value) {
   if (typeof value === 'bigint') return { bigint: String(value) }
@@ -215,12 +200,6 @@ describe('globals made on first touch', () => {
   // Buffer is the \`buffer\` package, which reads built-in methods such as
   // Object.defineProperty as they are when it runs (README, "Buffer").
   const BUFFER = `return JSON.stringify([Array.from(Buffer.from('aGk=', 'base64')), Buffer.concat([Buffer.from('a'), Buffer.from('b')]).toString()])`
-
-  const inNodeWorker = (program: string) =>
-    fromNodeWorker<string>(
-      `const AsyncFunction = (async () => {}).constructor;
-       new AsyncFunction(${JSON.stringify(program)})().then((value) => parentPort.postMessage(value), (error) => parentPort.postMessage('threw: ' + error.message))`,
-    )
 
   it.each([
     ['events, AbortSignal, performance, navigator and crypto', WORLD, /^\[1,/],

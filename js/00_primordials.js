@@ -122,6 +122,8 @@
   p.NumberPrototypeToString = uncurryThis(Number.prototype.toString);
   p.NumberPrototypeToFixed = uncurryThis(Number.prototype.toFixed);
   p.BigIntPrototypeValueOf = uncurryThis(BigInt.prototype.valueOf);
+  // process.hrtime.bigint().
+  p.BigInt = BigInt;
   p.BooleanPrototypeValueOf = uncurryThis(Boolean.prototype.valueOf);
   p.SymbolPrototypeValueOf = uncurryThis(Symbol.prototype.valueOf);
   p.SymbolPrototypeToString = uncurryThis(Symbol.prototype.toString);
@@ -242,6 +244,8 @@
   p.Uint8Array = Uint8Array;
   p.Uint16Array = Uint16Array;
   p.Uint32Array = Uint32Array;
+  // process.memoryUsage's figures cross from the op in one.
+  p.Float64Array = Float64Array;
   p.DataView = DataView;
   const TypedArrayPrototype = Object.getPrototypeOf(Uint8Array.prototype);
   p.TypedArrayPrototypeGetLength = uncurryThis(
@@ -263,6 +267,54 @@
   p.TypedArrayPrototypeSet = uncurryThis(TypedArrayPrototype.set);
   p.Proxy = Proxy;
   p.globalThis = globalThis;
+
+  // Standard globals, and the members of each and of its prototype that the
+  // vendored `buffer` package reads, as they are before any program runs:
+  // what it reads instead of the program-mutable originals
+  // (scripts/vendor-buffer.mjs rewrites its reads, js/14_lazy_globals.js
+  // serves them). Only these: every isolate deserializes the records. The
+  // vendor script evaluates this file and refuses a bundle that reads a
+  // member of these globals missing here; a global the bundle names that is
+  // missing here fails its first load, named. Data properties only: the
+  // package reads no accessor of a built-in.
+  // By identifier: the host realm evaluates this file with a stand-in for
+  // globalThis (ts/lossless-json.ts). SharedArrayBuffer may be absent.
+  const INTRINSIC_GLOBALS = {
+    __proto__: null, Array, ArrayBuffer, BigInt, Boolean, Error, Float32Array, Float64Array, Function,
+    Math, Number, Object, RangeError, SharedArrayBuffer: globalThis.SharedArrayBuffer, String, Symbol, TypeError, Uint8Array,
+  };
+  const INTRINSIC_MEMBERS = [
+    "abs", "apply", "bind", "call", "charCodeAt", "copyWithin", "defineProperty", "fill", "floor", "for", "from",
+    "fromCharCode", "getOwnPropertyNames", "indexOf", "isArray", "isInteger", "isView", "join", "lastIndexOf", "log",
+    "min", "pow", "push", "replace", "set", "setPrototypeOf", "slice", "split", "subarray", "substr", "toLowerCase", "toPrimitive",
+    "toString", "trim", "valueOf",
+  ];
+  const intrinsicGlobals = { __proto__: null };
+  const intrinsicMembers = new Map();
+  const recordMembers = (object) => {
+    const members = { __proto__: null };
+    for (const key of INTRINSIC_MEMBERS) {
+      const descriptor = Object.getOwnPropertyDescriptor(object, key);
+      if (descriptor !== undefined && "value" in descriptor) members[key] = descriptor.value;
+    }
+    intrinsicMembers.set(object, members);
+  };
+  const recordWithPrototype = (value) => {
+    recordMembers(value);
+    // Function.prototype is a function without a prototype of its own.
+    const prototype = typeof value === "function" ? value.prototype : undefined;
+    if (prototype !== undefined) recordMembers(prototype);
+  };
+  for (const name in INTRINSIC_GLOBALS) {
+    const value = INTRINSIC_GLOBALS[name];
+    if (value === undefined) continue;
+    intrinsicGlobals[name] = value;
+    recordWithPrototype(value);
+  }
+  // %TypedArray%, which Uint8Array's methods come from.
+  recordWithPrototype(Object.getPrototypeOf(Uint8Array));
+  p.intrinsicGlobals = intrinsicGlobals;
+  p.intrinsicMembers = intrinsicMembers;
   // deno_core exposes the engine's proxy check; the host passes util.types.isProxy.
   p.isProxy = globalThis.Deno.core.isProxy;
 
@@ -283,8 +335,10 @@
   for (const group of Object.keys(table)) {
     const names = table[group];
     protocol[group] = new Proxy(Object.freeze({ __proto__: null, ...names }), {
+      // Read by lazy modules too, after the program may have replaced
+      // Object, Error or String: primordials.
       get(target, name) {
-        if (!Object.hasOwn(target, name)) throw new Error(`protocol.${group}.${String(name)} is not defined by crates/isolate-host/src/sandbox_ext.rs`);
+        if (!p.ObjectHasOwn(target, name)) throw new p.Error(`protocol.${group}.${p.String(name)} is not defined by crates/isolate-host/src/sandbox_ext.rs`);
         return target[name];
       },
     });
@@ -320,8 +374,9 @@
     // [name, value, enumerable?]: the globals defineGlobals() (99_bootstrap.js)
     // defines while the snapshot is made; frozen then.
     webGlobals: [],
-    // (host) => void: told the host's facts at seal() ({ nodeMajor,
-    // hardwareConcurrency, platform }: crates/isolate-host/src/isolate.rs).
+    // (host, engine) => void: told the host's facts at seal() ({ nodeMajor,
+    // nodeVersion, hardwareConcurrency, platform }, and { v8, arch }:
+    // crates/isolate-host/src/isolate.rs).
     nodeLineFollowers: [],
   };
   globalThis.__dsh = dsh;

@@ -1,18 +1,29 @@
 // Copyright the dsh-code-runtime-v8 authors. MIT license.
-// The `process` a program sees: an empty environment, stdout/stderr whose
-// writes become log entries, exit() and exitCode. Nothing else of Node's
-// process. An ordinary object, as Node's is: a program may add to it.
+// The `process` a program sees: Node's members where they make sense for a
+// program that owns nothing but its isolate, each saying only true things
+// about the run (README, "process"): the event methods, nextTick with
+// Node's ordering, the run's own clocks, CPU and memory, the host's Node
+// line, stdout/stderr shaped as Node's streams whose writes become log
+// entries, exit() and exitCode. What a Node worker's process has beyond
+// that is listed in the README's table of members absent on purpose.
+//
+// Made while the snapshot is made (every isolate deserializes its own
+// copy); seal() only fills in the host's facts. Its methods are the
+// sandbox's: they reach built-ins through primordials only, since the
+// program may have replaced any of them.
 "use strict";
 
 ((globalThis) => {
   const dsh = globalThis.__dsh;
   const { primordials: p, ops, writeLog } = dsh;
-  const { ObjectCreate, ObjectDefineProperty, String, NumberIsInteger } = p;
+  const core = globalThis.Deno.core;
+  const { ObjectCreate, ObjectDefineProperty, ReflectApply, String, NumberIsInteger, ArrayIsArray } = p;
+  const errors = () => dsh.nodeErrors;
 
   /**
    * An error as Node's internal ones are: `code` set, and the code in the
    * stack's header and in String(error) ("RangeError [ERR_OUT_OF_RANGE]:
-   * ...") though not in `name`.
+   * ...") though not in `name`. Its stack starts at `caller`'s caller.
    */
   function nodeError(Ctor, code, message, caller) {
     const error = new Ctor(message);
@@ -57,34 +68,409 @@
     throw nodeError(p.TypeError, "ERR_INVALID_ARG_TYPE", `The "code" argument must be of type number. ${receivedType(code)}`, caller);
   }
 
-  function makeStream(fd) {
-    const stream = ObjectCreate(null);
-    stream.fd = fd;
-    stream.isTTY = false;
-    stream.write = function write(chunk, encoding, callback) {
+  // --- events: Node's EventEmitter methods, shared by process and its streams
+
+  const kEvents = p.Symbol("events");
+  const kMaxListeners = p.Symbol("maxListeners");
+  /** The listener list of `event` on `emitter`, made on first use. */
+  function listenersOf(emitter, event, create) {
+    let table = emitter[kEvents];
+    if (table === undefined) {
+      if (!create) return undefined;
+      table = new p.Map();
+      ObjectDefineProperty(emitter, kEvents, { __proto__: null, value: table, writable: true, configurable: true });
+    }
+    let list = p.MapPrototypeGet(table, event);
+    if (list === undefined && create) {
+      list = [];
+      p.MapPrototypeSet(table, event, list);
+    }
+    return list;
+  }
+  function checkListener(listener) {
+    if (typeof listener !== "function") throw errors().invalidArgType("listener", "Function", listener);
+  }
+  // Each entry is [listener, once]; `rawListeners` gives a once-wrapper as
+  // Node's (`listener` on it).
+  function add(emitter, event, listener, once, prepend) {
+    checkListener(listener);
+    const list = listenersOf(emitter, event, true);
+    // As Node, 'newListener' is emitted before the listener is added.
+    if (emitter[kEvents] !== undefined && p.MapPrototypeHas(emitter[kEvents], "newListener")) {
+      emit(emitter, "newListener", [event, listener]);
+    }
+    const entry = [listener, once];
+    if (prepend) p.ArrayPrototypeUnshift(list, entry);
+    else list[list.length] = entry;
+    return emitter;
+  }
+  function remove(emitter, event, listener) {
+    checkListener(listener);
+    const list = listenersOf(emitter, event, false);
+    if (list === undefined) return emitter;
+    for (let i = list.length - 1; i >= 0; i--) {
+      if (list[i][0] === listener) {
+        p.ArrayRemove(list, i, 1);
+        if (list.length === 0) p.MapPrototypeDelete(emitter[kEvents], event);
+        return emitter;
+      }
+    }
+    return emitter;
+  }
+  function emit(emitter, event, args) {
+    const list = listenersOf(emitter, event, false);
+    if (list === undefined || list.length === 0) {
+      if (event === "error") throw args[0];
+      return false;
+    }
+    // A copy: a listener may add or remove listeners while they are called.
+    const entries = p.ArrayPrototypeSlice(list);
+    for (let i = 0; i < entries.length; i++) {
+      const listener = entries[i][0];
+      const once = entries[i][1];
+      if (once) remove(emitter, event, listener);
+      ReflectApply(listener, emitter, args);
+    }
+    return true;
+  }
+  function listenerArray(emitter, event, raw) {
+    const list = listenersOf(emitter, event, false);
+    if (list === undefined) return [];
+    return p.ArrayPrototypeMap(list, (entry) => {
+      if (!raw || !entry[1]) return entry[0];
+      const wrapper = function () {
+        remove(emitter, event, entry[0]);
+        return ReflectApply(entry[0], this, arguments);
+      };
+      wrapper.listener = entry[0];
+      return wrapper;
+    });
+  }
+
+  class EventEmitter {
+    addListener(event, listener) {
+      return add(this, event, listener, false, false);
+    }
+    prependListener(event, listener) {
+      return add(this, event, listener, false, true);
+    }
+    once(event, listener) {
+      return add(this, event, listener, true, false);
+    }
+    prependOnceListener(event, listener) {
+      return add(this, event, listener, true, true);
+    }
+    removeListener(event, listener) {
+      return remove(this, event, listener);
+    }
+    removeAllListeners(event) {
+      const table = this[kEvents];
+      if (table === undefined) return this;
+      if (arguments.length === 0) ObjectDefineProperty(this, kEvents, { __proto__: null, value: undefined, writable: true, configurable: true });
+      else p.MapPrototypeDelete(table, event);
+      return this;
+    }
+    emit(event, ...args) {
+      return emit(this, event, args);
+    }
+    listeners(event) {
+      return listenerArray(this, event, false);
+    }
+    rawListeners(event) {
+      return listenerArray(this, event, true);
+    }
+    listenerCount(event, listener) {
+      const list = listenersOf(this, event, false);
+      if (list === undefined) return 0;
+      if (listener === undefined) return list.length;
+      let count = 0;
+      for (let i = 0; i < list.length; i++) if (list[i][0] === listener) count++;
+      return count;
+    }
+    eventNames() {
+      const table = this[kEvents];
+      if (table === undefined) return [];
+      const names = [];
+      const entries = p.MapPrototypeEntries(table);
+      for (;;) {
+        const step = p.MapIteratorPrototypeNext(entries);
+        if (step.done) return names;
+        names[names.length] = step.value[0];
+      }
+    }
+    setMaxListeners(n) {
+      if (typeof n !== "number" || n < 0 || p.NumberIsNaN(n)) {
+        throw errors().outOfRange("n", "a non-negative number", n);
+      }
+      ObjectDefineProperty(this, kMaxListeners, { __proto__: null, value: n, writable: true, configurable: true });
+      return this;
+    }
+    getMaxListeners() {
+      return this[kMaxListeners] === undefined ? 10 : this[kMaxListeners];
+    }
+  }
+
+  // As Node's: `on` is `addListener`, `off` is `removeListener`.
+  ObjectDefineProperty(EventEmitter.prototype, "on", { __proto__: null, value: EventEmitter.prototype.addListener, writable: true, configurable: true });
+  ObjectDefineProperty(EventEmitter.prototype, "off", { __proto__: null, value: EventEmitter.prototype.removeListener, writable: true, configurable: true });
+
+  // --- stdout / stderr -------------------------------------------------------
+
+  /** A callback of a write or end: called once, after the current operation. */
+  function later(callback) {
+    if (typeof callback === "function") dsh.queueTask(() => callback(null));
+  }
+
+  /**
+   * process.stdout / process.stderr, shaped as a Node worker's: a writable
+   * stream whose `write` is on the prototype (as Node's is, so a program
+   * that calls `Object.getPrototypeOf(process.stdout).write` still
+   * writes), each write one log entry in the run's one ordered list. As in
+   * a worker, they are not TTYs: `isTTY` and `columns` are undefined.
+   */
+  class Writable extends EventEmitter {
+    write(chunk, encoding, callback) {
       writeLog(typeof chunk === "string" ? chunk : String(chunk));
-      const done = typeof encoding === "function" ? encoding : callback;
-      if (typeof done === "function") dsh.queueTask(() => done(null));
+      later(typeof encoding === "function" ? encoding : callback);
       return true;
-    };
-    return stream;
+    }
+    /** Node's end(): the last chunk if any, then the callback. */
+    end(chunk, encoding, callback) {
+      if (typeof chunk === "function") callback = chunk;
+      else if (chunk !== undefined && chunk !== null) writeLog(typeof chunk === "string" ? chunk : String(chunk));
+      later(typeof encoding === "function" ? encoding : callback);
+      return this;
+    }
+    cork() {}
+    uncork() {}
+    setDefaultEncoding() {
+      return this;
+    }
+    get writable() {
+      return true;
+    }
   }
 
-  function makeProcess() {
-    const process = ObjectCreate(null);
-    process.env = {};
-    process.argv = [];
-    process.platform = "sandbox";
-    process.stdout = makeStream(1);
-    process.stderr = makeStream(2);
-    process.exitCode = undefined;
-    process.exit = function exit(code) {
-      ops.op_dsh_exit(exitCodeOf(code === undefined || code === null ? process.exitCode : code, exit));
-      // The op has asked for termination; nothing after exit() may run.
-      for (;;) {}
-    };
-    return process;
+  // --- the process -----------------------------------------------------------
+
+  /** A tick's callback, guarded: a throw fails the run as an uncaught exception does. */
+  function runTick(callback, args) {
+    try {
+      if (args === undefined) callback();
+      else ReflectApply(callback, undefined, args);
+    } catch (error) {
+      dsh.reportFailure(error);
+    }
   }
 
-  globalThis.__dsh.makeProcess = makeProcess;
+  function nextTick(callback, ...args) {
+    if (typeof callback !== "function") throw errors().invalidArgType("callback", "Function", callback);
+    // deno_core's tick queue: drained after the current operation, before
+    // promise jobs, and between timer callbacks, as Node's is.
+    core.queueNextTick({ __proto__: null, callback: runTick, args: [callback, args.length === 0 ? undefined : args], snapshot: undefined });
+  }
+
+  const NS_PER_SEC = 1e9;
+  /** Nanoseconds since the run started, on the run's monotonic clock. */
+  const nowNs = () => ops.op_dsh_now() * 1e6;
+
+  function hrtime(time) {
+    const ns = nowNs();
+    const sec = p.MathFloor(ns / NS_PER_SEC);
+    const nsec = p.MathFloor(ns - sec * NS_PER_SEC);
+    if (time !== undefined) {
+      if (!ArrayIsArray(time)) throw errors().invalidArgType("time", "Array", time);
+      if (time.length !== 2) throw errors().outOfRange("time", 2, time.length);
+      const dsec = sec - time[0];
+      const dnsec = nsec - time[1];
+      return dnsec < 0 ? [dsec - 1, dnsec + NS_PER_SEC] : [dsec, dnsec];
+    }
+    return [sec, nsec];
+  }
+  hrtime.bigint = function bigint() {
+    return p.BigInt(p.MathFloor(nowNs()));
+  };
+
+  const memory = new p.Float64Array(5);
+  function memoryUsage() {
+    ops.op_dsh_memory_usage(memory);
+    return { rss: memory[0], heapTotal: memory[1], heapUsed: memory[2], external: memory[3], arrayBuffers: memory[4] };
+  }
+  memoryUsage.rss = function rss() {
+    ops.op_dsh_memory_usage(memory);
+    return memory[0];
+  };
+
+  const validUsage = (n) => typeof n === "number" && n <= 9007199254740991 && n >= 0;
+  /** The run's CPU as computeMs counts it (all of it `user`: one clock, the thread's). */
+  function cpuUsage(prevValue) {
+    if (prevValue) {
+      const keys = ["user", "system"];
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i];
+        if (!validUsage(prevValue[key])) {
+          if (typeof prevValue !== "object") throw errors().invalidArgType("prevValue", "object", prevValue);
+          errors().validateNumber(prevValue[key], `prevValue.${key}`);
+          throw nodeError(p.RangeError, "ERR_INVALID_ARG_VALUE", `The property 'prevValue.${key}' is invalid. Received ${dsh.inspect(prevValue[key])}`, cpuUsage);
+        }
+      }
+    }
+    const user = p.MathRound(ops.op_dsh_cpu_usage());
+    if (prevValue) return { user: user - prevValue.user, system: 0 - prevValue.system };
+    return { user, system: 0 };
+  }
+
+  /**
+   * Node's process.emitWarning: the warning is emitted as a 'warning'
+   * event on the next tick, and the default listener writes Node's line
+   * to stderr (a log entry).
+   */
+  function emitWarning(warning, type, code, ctor) {
+    let detail;
+    if (type !== null && typeof type === "object" && !ArrayIsArray(type)) {
+      ctor = type.ctor;
+      code = type.code;
+      if (typeof type.detail === "string") detail = type.detail;
+      type = type.type || "Warning";
+    } else if (typeof type === "function") {
+      ctor = type;
+      code = undefined;
+      type = "Warning";
+    }
+    if (type !== undefined && typeof type !== "string") throw errors().invalidArgType("type", "string", type);
+    if (typeof code === "function") {
+      ctor = code;
+      code = undefined;
+    } else if (code !== undefined && typeof code !== "string") {
+      throw errors().invalidArgType("code", "string", code);
+    }
+    if (typeof warning === "string") {
+      const made = new p.Error(warning);
+      made.name = String(type || "Warning");
+      if (code !== undefined) made.code = code;
+      if (detail !== undefined) made.detail = detail;
+      p.ErrorCaptureStackTrace(made, ctor || process.emitWarning);
+      warning = made;
+    } else if (!p.ObjectPrototypeIsPrototypeOf(p.ErrorPrototype, warning)) {
+      throw errors().invalidArgType("warning", ["Error", "string"], warning);
+    }
+    nextTick(() => emit(process, "warning", [warning]));
+  }
+
+  // Node's onWarning: its hint about --trace-warnings comes with the first
+  // warning only.
+  let traceHintShown = false;
+  function onWarning(warning) {
+    if (!p.ObjectPrototypeIsPrototypeOf(p.ErrorPrototype, warning)) return;
+    const deprecation = warning.name === "DeprecationWarning";
+    let message = `(node:${process.pid}) `;
+    if (warning.code) message += `[${warning.code}] `;
+    message += typeof warning.toString === "function" ? `${warning.toString()}` : p.ErrorPrototypeToString(warning);
+    if (typeof warning.detail === "string") message += `\n${warning.detail}`;
+    if (!traceHintShown) {
+      message += `\n(Use \`node ${deprecation ? "--trace-deprecation" : "--trace-warnings"} ...\` to show where the warning was created)`;
+      traceHintShown = true;
+    }
+    writeLog(`${message}\n`);
+  }
+
+  // Node's process is an instance of a class named `process`.
+  const ProcessPrototype = ObjectCreate(EventEmitter.prototype);
+  const ProcessConstructor = function process() {};
+  ProcessConstructor.prototype = ProcessPrototype;
+  ObjectDefineProperty(ProcessPrototype, "constructor", { __proto__: null, value: ProcessConstructor, writable: true, configurable: true });
+
+  const process = ObjectCreate(ProcessPrototype);
+  ObjectDefineProperty(process, p.SymbolToStringTag, { __proto__: null, value: "process", configurable: true, writable: false, enumerable: false });
+  // Filled in by seal() from the host's facts.
+  process.version = "";
+  process.versions = {};
+  process.arch = "";
+  process.release = { name: "node" };
+  process.title = "node";
+  // The program is alone in its world, as a container's first process is:
+  // the host's process ids say nothing about the run (README, "process").
+  process.pid = 1;
+  process.ppid = 0;
+  process.env = {};
+  process.argv = [];
+  process.execArgv = [];
+  process.platform = "sandbox";
+  process.stdout = new Writable();
+  process.stderr = new Writable();
+  process.nextTick = nextTick;
+  process.hrtime = hrtime;
+  process.uptime = function uptime() {
+    return ops.op_dsh_now() / 1000;
+  };
+  process.memoryUsage = memoryUsage;
+  process.cpuUsage = cpuUsage;
+  // The run has one thread, and cpuUsage is already its CPU.
+  process.threadCpuUsage = function threadCpuUsage(prevValue) {
+    return cpuUsage(prevValue);
+  };
+  // Node's process.ref / unref: whatever the object's own ref / unref does
+  // (a Timeout's or an Immediate's here).
+  const kRef = p.SymbolFor("nodejs.ref");
+  const kUnref = p.SymbolFor("nodejs.unref");
+  function callRef(object, symbol, name) {
+    if (object === null || object === undefined) return;
+    const fn = object[symbol] || object[name];
+    if (typeof fn === "function") ReflectApply(fn, object, []);
+  }
+  process.ref = function ref(maybeRefable) {
+    callRef(maybeRefable, kRef, "ref");
+  };
+  process.unref = function unref(maybeRefable) {
+    callRef(maybeRefable, kUnref, "unref");
+  };
+  process.emitWarning = emitWarning;
+  // No file system: the run's working directory is the root of nothing.
+  process.cwd = function cwd() {
+    return "/";
+  };
+  // As Node's: checked when set, a string of an integer kept as the
+  // number, null as undefined.
+  let exitCode;
+  function setExitCode(code, caller) {
+    exitCode = code === null || code === undefined ? undefined : exitCodeOf(code, caller);
+  }
+  ObjectDefineProperty(process, "exitCode", {
+    __proto__: null,
+    get: function get() {
+      return exitCode;
+    },
+    set: function set(code) {
+      setExitCode(code, set);
+    },
+    enumerable: true,
+    configurable: false,
+  });
+  let exiting = false;
+  process.exit = function exit(code) {
+    // As Node: an argument, even undefined, replaces exitCode.
+    if (arguments.length !== 0) setExitCode(code, exit);
+    const status = exitCodeOf(exitCode, exit);
+    // As Node: the 'exit' listeners run once, before the run ends, told
+    // the code.
+    if (!exiting) {
+      exiting = true;
+      try {
+        emit(process, "exit", [exitCode || 0]);
+      } catch {
+        // A throw in an exit listener does not stop the exit.
+      }
+    }
+    ops.op_dsh_exit(status);
+    // The op has asked for termination; nothing after exit() may run.
+    for (;;) {}
+  };
+  add(process, "warning", onWarning, false, false);
+
+  p.ArrayPrototypePush(dsh.nodeLineFollowers, (host, engine) => {
+    process.version = `v${host.nodeVersion}`;
+    process.versions = { node: host.nodeVersion, v8: engine.v8 };
+    process.arch = engine.arch;
+  });
+  p.ArrayPrototypePush(dsh.webGlobals, ["process", process, false]);
 })(globalThis);

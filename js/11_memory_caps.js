@@ -110,6 +110,9 @@
     const proxy = new Proxy(SharedArrayBuffer, sharedHandler);
     replace(globalThis, "SharedArrayBuffer", proxy);
     replace(prototype, "constructor", proxy);
+    // The one the vendored package sees, as a program does before it
+    // tampers (it is not in the snapshot to be captured there).
+    p.intrinsicGlobals.SharedArrayBuffer = proxy;
   };
 
   // What an Intl object holds outside the heap beside its ICU blocks:

@@ -22,7 +22,7 @@
   const { primordials: p, ops, protocol } = dsh;
   // Captured now: Function may be replaced by the program before a
   // module loads, and Deno is removed from the global by seal().
-  const { Function, ObjectDefineProperty, ObjectHasOwn, ObjectKeys } = p;
+  const { Function, ObjectDefineProperty, ObjectHasOwn, ObjectKeys, String } = p;
   dsh.core = globalThis.Deno.core;
 
   // Module -> [global name, enumerable (as Node's own global is)].
@@ -46,6 +46,53 @@
   }
   /** The text of lazy source `name` (js/lazy/<name>.js, or the vendored buffer package). */
   dsh.lazySource = (name) => ops.op_dsh_lazy_source(SOURCES[name]);
+
+  // What the vendored package reads built-ins through (scripts/vendor-buffer.mjs):
+  // `$get(o, name)` is `o[name]`, and `$call(o, name, args)` `o[name](...args)`,
+  // except that where the lookup reaches a built-in (a standard global, or
+  // a prototype of one), it reads the member as it was before any program
+  // ran (primordials.intrinsicMembers). A member of the package's own
+  // objects (Buffer.prototype.slice) is read as it is.
+  const { intrinsicMembers, MapPrototypeGet, ReflectGetPrototypeOf, ReflectApply } = p;
+  const PRIMITIVE_PROTOTYPES = {
+    __proto__: null,
+    string: p.StringPrototype,
+    number: p.Number.prototype,
+    boolean: p.intrinsicGlobals.Boolean.prototype,
+    bigint: p.intrinsicGlobals.BigInt.prototype,
+    symbol: p.Symbol.prototype,
+  };
+  function $get(object, name) {
+    const type = typeof object;
+    let level = type === "object" || type === "function" ? object : PRIMITIVE_PROTOTYPES[type];
+    // null and undefined: the TypeError a plain read throws.
+    if (level === undefined || level === null) return object[name];
+    while (level !== null) {
+      const members = MapPrototypeGet(intrinsicMembers, level);
+      if (members !== undefined) {
+        if (ObjectHasOwn(members, name)) return members[name];
+      } else if (ObjectHasOwn(level, name)) {
+        break;
+      }
+      level = ReflectGetPrototypeOf(level);
+    }
+    return object[name];
+  }
+  function $call(object, name, args) {
+    const method = $get(object, name);
+    if (typeof method !== "function") throw new p.TypeError(`${String(name)} is not a function`);
+    return ReflectApply(method, object, args);
+  }
+  /** The captured globals `names` (a name not captured is an error that says so). */
+  function globals(names) {
+    const named = { __proto__: null };
+    for (let i = 0; i < names.length; i++) {
+      if (!ObjectHasOwn(p.intrinsicGlobals, names[i])) throw new p.Error(`js/00_primordials.js does not capture ${names[i]}`);
+      named[names[i]] = p.intrinsicGlobals[names[i]];
+    }
+    return named;
+  }
+  dsh.packageIntrinsics = p.ObjectFreeze({ __proto__: null, globals, $get, $call });
 
   const loaded = { __proto__: null };
   /** Module `name`'s globals, evaluating it on first use. */

@@ -260,17 +260,18 @@
   /**
    * Strip every internal handle from the global and hand back the driver.
    * `host`: what the Node APIs here report of the host, as its Node would
-   * (`{ nodeMajor, hardwareConcurrency, platform }`), and follow where
+   * (`{ nodeMajor, nodeVersion, hardwareConcurrency, platform }`), and
+   * `engine`, the isolate host's (`{ v8, arch }`: process.versions.v8,
+   * process.arch); the APIs follow where
    * Node's lines differ (dsh.nodeLineFollowers: console rendering, timers;
    * the lazy modules read `dsh.host` when they load).
    */
-  function seal(host) {
+  function seal(host, engine) {
     const g = globalThis;
     dsh.host = host;
     const followers = dsh.nodeLineFollowers;
-    for (let i = 0; i < followers.length; i++) followers[i](host);
+    for (let i = 0; i < followers.length; i++) followers[i](host, engine);
     dsh.capSharedArrayBuffer();
-    dsh.defineGlobal("process", dsh.makeProcess(), false);
     delete g.Deno;
     delete g.__bootstrap;
     delete g.__dsh;

@@ -6,6 +6,16 @@
 // committed, so building the addon needs no bundler; `buffer.test.ts`
 // bundles again and fails when the committed file differs.
 //
+// That first touch may come after the program replaced built-ins
+// (`String.prototype.slice`, `Object.defineProperty`, the global `Array`,
+// ...), and the package's methods run whenever the program calls them. In
+// Node, Buffer reads intrinsics captured before any program ran; here the
+// bundle is rewritten to do the same (`readsIntrinsics`): the globals it
+// names are parameters bound to the values captured when the isolate's
+// snapshot was made, and every method call and every read of a global's
+// member goes through the isolate's `$call` / `$get`, which read a
+// built-in's member as it was then (js/14_lazy_globals.js).
+//
 //   node scripts/vendor-buffer.mjs          writes js/vendor/buffer_package.js
 //   node scripts/vendor-buffer.mjs --print  prints what it would write
 import { readFileSync, writeFileSync } from 'node:fs'
@@ -13,6 +23,8 @@ import { createRequire } from 'node:module'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
+import MagicString from 'magic-string'
+import { parseAst } from 'rollup/parseAst'
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 const require = createRequire(join(root, 'package.json'))
@@ -46,7 +58,119 @@ export async function bundle() {
     ...licenses.flatMap((license) => ['/*', ...license.split('\n').map((line) => ` * ${line}`.trimEnd()), ' */']),
     '"use strict";',
   ].join('\n')
-  return `${header}\n${result.outputFiles[0].text}`
+  return `${header}\n${readsIntrinsics(result.outputFiles[0].text)}`
+}
+
+/**
+ * Refuses a bundle that reads a member of a captured built-in that
+ * js/00_primordials.js does not keep (its INTRINSIC_MEMBERS): evaluated here
+ * as ts/lossless-json.ts evaluates it, over this realm's built-ins, its
+ * records are compared with the built-ins they stand for.
+ */
+function checkCaptured(names) {
+  const scope = { SharedArrayBuffer, Deno: { core: { ops: {}, isProxy: () => false } } }
+  new Function('globalThis', readFileSync(join(root, 'js', '00_primordials.js'), 'utf8'))(scope)
+  const missing = new Set()
+  for (const [object, members] of scope.__dsh.primordials.intrinsicMembers) {
+    for (const name of names) {
+      const descriptor = Object.getOwnPropertyDescriptor(object, name)
+      // A constant (Math.LN2) cannot be replaced: nothing to keep.
+      const replaceable = descriptor && 'value' in descriptor && (descriptor.writable || descriptor.configurable)
+      if (replaceable && !(name in members)) missing.add(name)
+    }
+  }
+  if (missing.size > 0) throw new Error(`the buffer package reads ${[...missing].join(', ')} of built-ins: add them to INTRINSIC_MEMBERS in js/00_primordials.js`)
+}
+
+/** Reads left as they are: own data of the package's objects, or unforgeable on built-ins. */
+const PLAIN_READS = new Set(['length', 'prototype', 'constructor', 'name', 'exports'])
+
+/**
+ * `code` with every `o.m(args)` turned into `$call(o, "m", [args])`, every
+ * read of a captured global's member `G.x` into `$get(G, "x")`, the
+ * descriptors handed to `Object.defineProperty` made null-prototype (a
+ * program's `Object.prototype.get` must not turn them into accessors), and
+ * the captured globals bound by the function the isolate wraps it in.
+ */
+export function readsIntrinsics(code) {
+  const ast = parseAst(code)
+  const out = new MagicString(code)
+  const seen = new Set()
+  const assigned = new Set()
+  // The standard globals it names: capitalised globals of the language that
+  // the bundle never declares. js/00_primordials.js captures them
+  // (INTRINSIC_GLOBALS there); one it lacks fails the first load, named.
+  const declared = new Set()
+  ;(function collect(node) {
+    if (node === null || typeof node !== 'object') return
+    if (Array.isArray(node)) return node.forEach(collect)
+    for (const key of ['id', 'params']) {
+      for (const target of [node[key]].flat()) if (target?.type === 'Identifier') declared.add(target.name)
+    }
+    for (const key of Object.keys(node)) collect(node[key])
+  })(ast)
+  const STANDARD = new Set(Object.getOwnPropertyNames(globalThis).filter((name) => /^[A-Z]/.test(name) && !declared.has(name) && ['function', 'object'].includes(typeof globalThis[name])))
+  const isGlobal = (node) => node.type === 'Identifier' && STANDARD.has(node.name)
+  // The `.` of a member expression (its object may end in parentheses).
+  const dot = (node) => code.lastIndexOf('.', node.property.start)
+  const plainMember = (node) => node.type === 'MemberExpression' && !node.computed && !node.optional && node.object.type !== 'Super'
+  // Every member name read through $call / $get.
+  const read = new Set()
+  function get(node) {
+    read.add(node.property.name)
+    // `$get(o, "x")`: only the boundaries change, so nested rewrites compose.
+    out.appendLeft(node.start, '$get(')
+    out.overwrite(dot(node), node.end, `, ${JSON.stringify(node.property.name)})`)
+  }
+  function visit(node, parent) {
+    if (node === null || typeof node !== 'object') return
+    if (Array.isArray(node)) return node.forEach((child) => visit(child, parent))
+    if (typeof node.type !== 'string') return
+    if (isGlobal(node) && !(parent?.type === 'MemberExpression' && parent.property === node)) seen.add(node.name)
+    if ((node.type === 'AssignmentExpression' && node.left.type === 'MemberExpression') || (node.type === 'UpdateExpression' && node.argument.type === 'MemberExpression')) {
+      assigned.add(node.left ?? node.argument)
+    }
+    if (node.type === 'UnaryExpression' && node.operator === 'delete') assigned.add(node.argument)
+    if (node.type === 'CallExpression' && !node.optional && plainMember(node.callee)) {
+      const callee = node.callee
+      const name = callee.property.name
+      if (code[node.end - 1] !== ')') throw new Error(`unexpected call syntax at ${node.start}`)
+      if (node.arguments.some((arg) => arg.type === 'SpreadElement')) throw new Error(`a spread call at ${node.start} would read the program's iterators`)
+      read.add(name)
+      const open = code.indexOf('(', callee.end)
+      out.appendLeft(callee.start, '$call(')
+      out.overwrite(dot(callee), open + 1, `, ${JSON.stringify(name)}, [`)
+      out.overwrite(node.end - 1, node.end, '])')
+      const descriptor = node.arguments[2]
+      if (isGlobal(callee.object) && callee.object.name === 'Object' && name === 'defineProperty' && descriptor?.type === 'ObjectExpression') {
+        out.appendLeft(descriptor.start + 1, ' __proto__: null,')
+      }
+      if (isGlobal(callee.object)) seen.add(callee.object.name)
+      // The function a `.call` / `.apply` / `.bind` goes through is read as captured too.
+      if (['call', 'apply', 'bind'].includes(name) && plainMember(callee.object) && !PLAIN_READS.has(callee.object.property.name)) {
+        visit(callee.object.object, callee.object)
+        get(callee.object)
+      } else {
+        visit(callee.object, callee)
+      }
+      visit(node.arguments, node)
+      return
+    }
+    if (plainMember(node) && isGlobal(node.object) && !assigned.has(node) && !PLAIN_READS.has(node.property.name)) {
+      seen.add(node.object.name)
+      get(node)
+      return
+    }
+    if (plainMember(node) && isGlobal(node.object)) seen.add(node.object.name)
+    for (const key of Object.keys(node)) {
+      if (key !== 'type' && key !== 'start' && key !== 'end') visit(node[key], node)
+    }
+  }
+  visit(ast, null)
+  checkCaptured(read)
+  const names = [...seen].sort()
+  // A global the isolate did not capture fails the first load, naming it.
+  return `const { ${names.join(', ')} } = intrinsics.globals(${JSON.stringify(names)});\nconst { $call, $get } = intrinsics;\n${out.toString()}`
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

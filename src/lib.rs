@@ -266,6 +266,10 @@ impl NativeRuntime {
       busy_slots: machine_busy_slots(),
       host: HostFacts {
         node_major: env.get_node_version()?.major,
+        node_version: {
+          let version = env.get_node_version()?;
+          format!("{}.{}.{}", version.major, version.minor, version.patch)
+        },
         hardware_concurrency: available_parallelism(),
         platform: HostFacts::navigator_platform(),
       },

@@ -994,7 +994,12 @@ mod tests {
       max_queued_runs: 8,
       prepared_isolates: 0,
       busy_slots: 4,
-      host: HostFacts { node_major: 22, hardware_concurrency: 1, platform: HostFacts::navigator_platform() },
+      host: HostFacts {
+        node_major: 22,
+        node_version: "22.19.0".to_owned(),
+        hardware_concurrency: 1,
+        platform: HostFacts::navigator_platform(),
+      },
     }
   }
 

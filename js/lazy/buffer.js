@@ -26,7 +26,8 @@ const { nodeMajor } = dsh.host;
 
 /** Evaluates the package (js/vendor/buffer_package.js) and adapts it. */
 function makeBuffer() {
-  const { Buffer, INSPECT_MAX_BYTES } = new Function(`${dsh.lazySource("bufferPackage")}\nreturn bufferPackage;`)();
+  // The bundle reads built-ins through `intrinsics` (scripts/vendor-buffer.mjs).
+  const { Buffer, INSPECT_MAX_BYTES } = new Function("intrinsics", `${dsh.lazySource("bufferPackage")}\nreturn bufferPackage;`)(dsh.packageIntrinsics);
   // The bundler renamed the package's function (`Buffer2`): Node's is `Buffer`.
   ObjectDefineProperty(Buffer, "name", { __proto__: null, value: "Buffer", configurable: true });
   const isUint8Array = (value) => p.ArrayBufferIsView(value) && p.TypedArrayPrototypeGetSymbolToStringTag(value) === "Uint8Array";
@@ -52,7 +53,7 @@ function makeBuffer() {
    * those are made from the method they stand for (`readBigUInt64LE`).
    */
   function patch(owner, name, make) {
-    const original = typeof owner[name] === "function" ? owner[name] : owner[name.replace("Uint", "UInt")];
+    const original = typeof owner[name] === "function" ? owner[name] : owner[p.StringReplaceAllLiteral(name, "Uint", "UInt")];
     const replacement = make(original);
     ObjectDefineProperty(replacement, "name", { __proto__: null, value: original.name, configurable: true });
     ObjectDefineProperty(replacement, "length", { __proto__: null, value: original.length, configurable: true });
@@ -183,7 +184,12 @@ function makeBuffer() {
     return ReflectApply(concat, this, [list, length]);
   });
 
-  for (const [name, bits] of [["swap16", 16], ["swap32", 32], ["swap64", 64]]) {
+  // Index loops and no destructuring of arrays: both would read the
+  // program-mutable Array.prototype[Symbol.iterator].
+  const SWAPS = [["swap16", 16], ["swap32", 32], ["swap64", 64]];
+  for (let s = 0; s < SWAPS.length; s++) {
+    const name = SWAPS[s][0];
+    const bits = SWAPS[s][1];
     patch(proto, name, (swap) => function () {
       if (this.length % (bits / 8) !== 0) {
         throw errors.nodeError(p.RangeError, "ERR_INVALID_BUFFER_SIZE", `Buffer size must be a multiple of ${bits}-bits`);
@@ -208,7 +214,10 @@ function makeBuffer() {
     return byteOffset <= length ? byteOffset : length;
   }
 
-  for (const [name, forward] of [["indexOf", true], ["lastIndexOf", false], ["includes", true]]) {
+  const SEARCHES = [["indexOf", true], ["lastIndexOf", false], ["includes", true]];
+  for (let s = 0; s < SEARCHES.length; s++) {
+    const name = SEARCHES[s][0];
+    const forward = SEARCHES[s][1];
     patch(proto, name, (method) => function (value, byteOffset, encoding) {
       if ((typeof value === "string" || isUint8Array(value)) && value.length === 0) {
         const at = emptyNeedleAt(this.length, byteOffset, forward);
@@ -266,7 +275,12 @@ function makeBuffer() {
     [["FloatLE", "FloatBE"], 4, false, false, true], [["DoubleLE", "DoubleBE"], 8, false, false, true],
   ];
   for (let i = 0; i < READS.length; i++) {
-    const [suffixes, size, signed, bigint, float] = READS[i];
+    const entry = READS[i];
+    const suffixes = entry[0];
+    const size = entry[1];
+    const signed = entry[2];
+    const bigint = entry[3];
+    const float = entry[4];
     const range = float ? undefined : intRange(signed, size, bigint);
     for (let j = 0; j < suffixes.length; j++) {
       patch(proto, `read${suffixes[j]}`, (read) => function (offset = 0) {
@@ -290,7 +304,10 @@ function makeBuffer() {
     if (!(byteLength >= 1 && byteLength <= 6 && NumberIsInteger(byteLength))) throw errors.bounds(byteLength, 6, "byteLength");
   }
 
-  for (const [suffix, signed] of [["UIntLE", false], ["UIntBE", false], ["UintLE", false], ["UintBE", false], ["IntLE", true], ["IntBE", true]]) {
+  const VARIABLE = [["UIntLE", false], ["UIntBE", false], ["UintLE", false], ["UintBE", false], ["IntLE", true], ["IntBE", true]];
+  for (let v = 0; v < VARIABLE.length; v++) {
+    const suffix = VARIABLE[v][0];
+    const signed = VARIABLE[v][1];
     patch(proto, `read${suffix}`, (read) => function (offset, byteLength) {
       if (offset === undefined) throw errors.invalidArgType("offset", "number", offset);
       checkByteLength(byteLength);

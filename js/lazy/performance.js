@@ -121,7 +121,8 @@ class Performance {
     return timeOrigin;
   }
   mark(name, options = undefined) {
-    const mark = new PerformanceMark(...(arguments.length === 0 ? [] : [name, options]));
+    // Not a spread: it would read the program-mutable array iterator.
+    const mark = p.ReflectConstruct(PerformanceMark, arguments.length === 0 ? [] : [name, options]);
     p.ArrayPrototypePush(entries, mark);
     return mark;
   }

@@ -61,8 +61,10 @@
  * THIS SOFTWARE IS PROVIDED BY THE COPYRIGHT HOLDERS AND CONTRIBUTORS "AS IS" AND ANY EXPRESS OR IMPLIED WARRANTIES, INCLUDING, BUT NOT LIMITED TO, THE IMPLIED WARRANTIES OF MERCHANTABILITY AND FITNESS FOR A PARTICULAR PURPOSE ARE DISCLAIMED. IN NO EVENT SHALL THE COPYRIGHT HOLDER OR CONTRIBUTORS BE LIABLE FOR ANY DIRECT, INDIRECT, INCIDENTAL, SPECIAL, EXEMPLARY, OR CONSEQUENTIAL DAMAGES (INCLUDING, BUT NOT LIMITED TO, PROCUREMENT OF SUBSTITUTE GOODS OR SERVICES; LOSS OF USE, DATA, OR PROFITS; OR BUSINESS INTERRUPTION) HOWEVER CAUSED AND ON ANY THEORY OF LIABILITY, WHETHER IN CONTRACT, STRICT LIABILITY, OR TORT (INCLUDING NEGLIGENCE OR OTHERWISE) ARISING IN ANY WAY OUT OF THE USE OF THIS SOFTWARE, EVEN IF ADVISED OF THE POSSIBILITY OF SUCH DAMAGE.
  */
 "use strict";
+const { Array, ArrayBuffer, BigInt, Error, Math, Number, Object, RangeError, SharedArrayBuffer, String, Symbol, TypeError, Uint8Array } = intrinsics.globals(["Array","ArrayBuffer","BigInt","Error","Math","Number","Object","RangeError","SharedArrayBuffer","String","Symbol","TypeError","Uint8Array"]);
+const { $call, $get } = intrinsics;
 var bufferPackage = (() => {
-  var __getOwnPropNames = Object.getOwnPropertyNames;
+  var __getOwnPropNames = $get(Object, "getOwnPropertyNames");
   var __commonJS = (cb, mod) => function __require() {
     try {
       return mod || (0, cb[__getOwnPropNames(cb)[0]])((mod = { exports: {} }).exports, mod), mod.exports;
@@ -84,18 +86,18 @@ var bufferPackage = (() => {
       var code = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
       for (i = 0, len = code.length; i < len; ++i) {
         lookup[i] = code[i];
-        revLookup[code.charCodeAt(i)] = i;
+        revLookup[$call(code, "charCodeAt", [i])] = i;
       }
       var i;
       var len;
-      revLookup["-".charCodeAt(0)] = 62;
-      revLookup["_".charCodeAt(0)] = 63;
+      revLookup[$call("-", "charCodeAt", [0])] = 62;
+      revLookup[$call("_", "charCodeAt", [0])] = 63;
       function getLens(b64) {
         var len2 = b64.length;
         if (len2 % 4 > 0) {
           throw new Error("Invalid string. Length must be a multiple of 4");
         }
-        var validLen = b64.indexOf("=");
+        var validLen = $call(b64, "indexOf", ["="]);
         if (validLen === -1) validLen = len2;
         var placeHoldersLen = validLen === len2 ? 0 : 4 - validLen % 4;
         return [validLen, placeHoldersLen];
@@ -119,17 +121,17 @@ var bufferPackage = (() => {
         var len2 = placeHoldersLen > 0 ? validLen - 4 : validLen;
         var i2;
         for (i2 = 0; i2 < len2; i2 += 4) {
-          tmp = revLookup[b64.charCodeAt(i2)] << 18 | revLookup[b64.charCodeAt(i2 + 1)] << 12 | revLookup[b64.charCodeAt(i2 + 2)] << 6 | revLookup[b64.charCodeAt(i2 + 3)];
+          tmp = revLookup[$call(b64, "charCodeAt", [i2])] << 18 | revLookup[$call(b64, "charCodeAt", [i2 + 1])] << 12 | revLookup[$call(b64, "charCodeAt", [i2 + 2])] << 6 | revLookup[$call(b64, "charCodeAt", [i2 + 3])];
           arr[curByte++] = tmp >> 16 & 255;
           arr[curByte++] = tmp >> 8 & 255;
           arr[curByte++] = tmp & 255;
         }
         if (placeHoldersLen === 2) {
-          tmp = revLookup[b64.charCodeAt(i2)] << 2 | revLookup[b64.charCodeAt(i2 + 1)] >> 4;
+          tmp = revLookup[$call(b64, "charCodeAt", [i2])] << 2 | revLookup[$call(b64, "charCodeAt", [i2 + 1])] >> 4;
           arr[curByte++] = tmp & 255;
         }
         if (placeHoldersLen === 1) {
-          tmp = revLookup[b64.charCodeAt(i2)] << 10 | revLookup[b64.charCodeAt(i2 + 1)] << 4 | revLookup[b64.charCodeAt(i2 + 2)] >> 2;
+          tmp = revLookup[$call(b64, "charCodeAt", [i2])] << 10 | revLookup[$call(b64, "charCodeAt", [i2 + 1])] << 4 | revLookup[$call(b64, "charCodeAt", [i2 + 2])] >> 2;
           arr[curByte++] = tmp >> 8 & 255;
           arr[curByte++] = tmp & 255;
         }
@@ -143,9 +145,9 @@ var bufferPackage = (() => {
         var output = [];
         for (var i2 = start; i2 < end; i2 += 3) {
           tmp = (uint8[i2] << 16 & 16711680) + (uint8[i2 + 1] << 8 & 65280) + (uint8[i2 + 2] & 255);
-          output.push(tripletToBase64(tmp));
+          $call(output, "push", [tripletToBase64(tmp)]);
         }
-        return output.join("");
+        return $call(output, "join", [""]);
       }
       function fromByteArray(uint8) {
         var tmp;
@@ -154,20 +156,20 @@ var bufferPackage = (() => {
         var parts = [];
         var maxChunkLength = 16383;
         for (var i2 = 0, len22 = len2 - extraBytes; i2 < len22; i2 += maxChunkLength) {
-          parts.push(encodeChunk(uint8, i2, i2 + maxChunkLength > len22 ? len22 : i2 + maxChunkLength));
+          $call(parts, "push", [encodeChunk(uint8, i2, i2 + maxChunkLength > len22 ? len22 : i2 + maxChunkLength)]);
         }
         if (extraBytes === 1) {
           tmp = uint8[len2 - 1];
-          parts.push(
+          $call(parts, "push", [
             lookup[tmp >> 2] + lookup[tmp << 4 & 63] + "=="
-          );
+          ]);
         } else if (extraBytes === 2) {
           tmp = (uint8[len2 - 2] << 8) + uint8[len2 - 1];
-          parts.push(
+          $call(parts, "push", [
             lookup[tmp >> 10] + lookup[tmp >> 4 & 63] + lookup[tmp << 2 & 63] + "="
-          );
+          ]);
         }
-        return parts.join("");
+        return $call(parts, "join", [""]);
       }
     }
   });
@@ -200,34 +202,34 @@ var bufferPackage = (() => {
         } else if (e === eMax) {
           return m ? NaN : (s ? -1 : 1) * Infinity;
         } else {
-          m = m + Math.pow(2, mLen);
+          m = m + $call(Math, "pow", [2, mLen]);
           e = e - eBias;
         }
-        return (s ? -1 : 1) * m * Math.pow(2, e - mLen);
+        return (s ? -1 : 1) * m * $call(Math, "pow", [2, e - mLen]);
       };
       exports.write = function(buffer, value, offset, isLE, mLen, nBytes) {
         var e, m, c;
         var eLen = nBytes * 8 - mLen - 1;
         var eMax = (1 << eLen) - 1;
         var eBias = eMax >> 1;
-        var rt = mLen === 23 ? Math.pow(2, -24) - Math.pow(2, -77) : 0;
+        var rt = mLen === 23 ? $call(Math, "pow", [2, -24]) - $call(Math, "pow", [2, -77]) : 0;
         var i = isLE ? 0 : nBytes - 1;
         var d = isLE ? 1 : -1;
         var s = value < 0 || value === 0 && 1 / value < 0 ? 1 : 0;
-        value = Math.abs(value);
+        value = $call(Math, "abs", [value]);
         if (isNaN(value) || value === Infinity) {
           m = isNaN(value) ? 1 : 0;
           e = eMax;
         } else {
-          e = Math.floor(Math.log(value) / Math.LN2);
-          if (value * (c = Math.pow(2, -e)) < 1) {
+          e = $call(Math, "floor", [$call(Math, "log", [value]) / $get(Math, "LN2")]);
+          if (value * (c = $call(Math, "pow", [2, -e])) < 1) {
             e--;
             c *= 2;
           }
           if (e + eBias >= 1) {
             value += rt / c;
           } else {
-            value += rt * Math.pow(2, 1 - eBias);
+            value += rt * $call(Math, "pow", [2, 1 - eBias]);
           }
           if (value * c >= 2) {
             e++;
@@ -237,10 +239,10 @@ var bufferPackage = (() => {
             m = 0;
             e = eMax;
           } else if (e + eBias >= 1) {
-            m = (value * c - 1) * Math.pow(2, mLen);
+            m = (value * c - 1) * $call(Math, "pow", [2, mLen]);
             e = e + eBias;
           } else {
-            m = value * Math.pow(2, eBias - 1) * Math.pow(2, mLen);
+            m = value * $call(Math, "pow", [2, eBias - 1]) * $call(Math, "pow", [2, mLen]);
             e = 0;
           }
         }
@@ -269,9 +271,9 @@ var bufferPackage = (() => {
       exports.kMaxLength = K_MAX_LENGTH;
       Buffer2.TYPED_ARRAY_SUPPORT = typedArraySupport();
       if (!Buffer2.TYPED_ARRAY_SUPPORT && typeof console !== "undefined" && typeof console.error === "function") {
-        console.error(
+        $call(console, "error", [
           "This browser lacks typed array (Uint8Array) support which is required by `buffer` v5.x. Use `buffer` v4.x if you require old browser support."
-        );
+        ]);
       }
       function typedArraySupport() {
         try {
@@ -279,33 +281,33 @@ var bufferPackage = (() => {
           const proto = { foo: function() {
             return 42;
           } };
-          Object.setPrototypeOf(proto, Uint8Array.prototype);
-          Object.setPrototypeOf(arr, proto);
-          return arr.foo() === 42;
+          $call(Object, "setPrototypeOf", [proto, Uint8Array.prototype]);
+          $call(Object, "setPrototypeOf", [arr, proto]);
+          return $call(arr, "foo", []) === 42;
         } catch (e) {
           return false;
         }
       }
-      Object.defineProperty(Buffer2.prototype, "parent", {
+      $call(Object, "defineProperty", [Buffer2.prototype, "parent", { __proto__: null,
         enumerable: true,
         get: function() {
-          if (!Buffer2.isBuffer(this)) return void 0;
+          if (!$call(Buffer2, "isBuffer", [this])) return void 0;
           return this.buffer;
         }
-      });
-      Object.defineProperty(Buffer2.prototype, "offset", {
+      }]);
+      $call(Object, "defineProperty", [Buffer2.prototype, "offset", { __proto__: null,
         enumerable: true,
         get: function() {
-          if (!Buffer2.isBuffer(this)) return void 0;
+          if (!$call(Buffer2, "isBuffer", [this])) return void 0;
           return this.byteOffset;
         }
-      });
+      }]);
       function createBuffer(length) {
         if (length > K_MAX_LENGTH) {
           throw new RangeError('The value "' + length + '" is invalid for option "size"');
         }
         const buf = new Uint8Array(length);
-        Object.setPrototypeOf(buf, Buffer2.prototype);
+        $call(Object, "setPrototypeOf", [buf, Buffer2.prototype]);
         return buf;
       }
       function Buffer2(arg, encodingOrOffset, length) {
@@ -324,7 +326,7 @@ var bufferPackage = (() => {
         if (typeof value === "string") {
           return fromString(value, encodingOrOffset);
         }
-        if (ArrayBuffer.isView(value)) {
+        if ($call(ArrayBuffer, "isView", [value])) {
           return fromArrayView(value);
         }
         if (value == null) {
@@ -343,14 +345,14 @@ var bufferPackage = (() => {
             'The "value" argument must not be of type number. Received type number'
           );
         }
-        const valueOf = value.valueOf && value.valueOf();
+        const valueOf = value.valueOf && $call(value, "valueOf", []);
         if (valueOf != null && valueOf !== value) {
-          return Buffer2.from(valueOf, encodingOrOffset, length);
+          return $call(Buffer2, "from", [valueOf, encodingOrOffset, length]);
         }
         const b = fromObject(value);
         if (b) return b;
-        if (typeof Symbol !== "undefined" && Symbol.toPrimitive != null && typeof value[Symbol.toPrimitive] === "function") {
-          return Buffer2.from(value[Symbol.toPrimitive]("string"), encodingOrOffset, length);
+        if (typeof Symbol !== "undefined" && $get(Symbol, "toPrimitive") != null && typeof value[$get(Symbol, "toPrimitive")] === "function") {
+          return $call(Buffer2, "from", [value[$get(Symbol, "toPrimitive")]("string"), encodingOrOffset, length]);
         }
         throw new TypeError(
           "The first argument must be one of type string, Buffer, ArrayBuffer, Array, or Array-like Object. Received type " + typeof value
@@ -359,8 +361,8 @@ var bufferPackage = (() => {
       Buffer2.from = function(value, encodingOrOffset, length) {
         return from(value, encodingOrOffset, length);
       };
-      Object.setPrototypeOf(Buffer2.prototype, Uint8Array.prototype);
-      Object.setPrototypeOf(Buffer2, Uint8Array);
+      $call(Object, "setPrototypeOf", [Buffer2.prototype, Uint8Array.prototype]);
+      $call(Object, "setPrototypeOf", [Buffer2, Uint8Array]);
       function assertSize(size) {
         if (typeof size !== "number") {
           throw new TypeError('"size" argument must be of type number');
@@ -374,7 +376,7 @@ var bufferPackage = (() => {
           return createBuffer(size);
         }
         if (fill !== void 0) {
-          return typeof encoding === "string" ? createBuffer(size).fill(fill, encoding) : createBuffer(size).fill(fill);
+          return typeof encoding === "string" ? $call(createBuffer(size), "fill", [fill, encoding]) : $call(createBuffer(size), "fill", [fill]);
         }
         return createBuffer(size);
       }
@@ -395,14 +397,14 @@ var bufferPackage = (() => {
         if (typeof encoding !== "string" || encoding === "") {
           encoding = "utf8";
         }
-        if (!Buffer2.isEncoding(encoding)) {
+        if (!$call(Buffer2, "isEncoding", [encoding])) {
           throw new TypeError("Unknown encoding: " + encoding);
         }
         const length = byteLength(string, encoding) | 0;
         let buf = createBuffer(length);
-        const actual = buf.write(string, encoding);
+        const actual = $call(buf, "write", [string, encoding]);
         if (actual !== length) {
-          buf = buf.slice(0, actual);
+          buf = $call(buf, "slice", [0, actual]);
         }
         return buf;
       }
@@ -436,17 +438,17 @@ var bufferPackage = (() => {
         } else {
           buf = new Uint8Array(array, byteOffset, length);
         }
-        Object.setPrototypeOf(buf, Buffer2.prototype);
+        $call(Object, "setPrototypeOf", [buf, Buffer2.prototype]);
         return buf;
       }
       function fromObject(obj) {
-        if (Buffer2.isBuffer(obj)) {
+        if ($call(Buffer2, "isBuffer", [obj])) {
           const len = checked(obj.length) | 0;
           const buf = createBuffer(len);
           if (buf.length === 0) {
             return buf;
           }
-          obj.copy(buf, 0, 0, len);
+          $call(obj, "copy", [buf, 0, 0, len]);
           return buf;
         }
         if (obj.length !== void 0) {
@@ -455,13 +457,13 @@ var bufferPackage = (() => {
           }
           return fromArrayLike(obj);
         }
-        if (obj.type === "Buffer" && Array.isArray(obj.data)) {
+        if (obj.type === "Buffer" && $call(Array, "isArray", [obj.data])) {
           return fromArrayLike(obj.data);
         }
       }
       function checked(length) {
         if (length >= K_MAX_LENGTH) {
-          throw new RangeError("Attempt to allocate Buffer larger than maximum size: 0x" + K_MAX_LENGTH.toString(16) + " bytes");
+          throw new RangeError("Attempt to allocate Buffer larger than maximum size: 0x" + $call(K_MAX_LENGTH, "toString", [16]) + " bytes");
         }
         return length | 0;
       }
@@ -469,15 +471,15 @@ var bufferPackage = (() => {
         if (+length != length) {
           length = 0;
         }
-        return Buffer2.alloc(+length);
+        return $call(Buffer2, "alloc", [+length]);
       }
       Buffer2.isBuffer = function isBuffer(b) {
         return b != null && b._isBuffer === true && b !== Buffer2.prototype;
       };
       Buffer2.compare = function compare(a, b) {
-        if (isInstance(a, Uint8Array)) a = Buffer2.from(a, a.offset, a.byteLength);
-        if (isInstance(b, Uint8Array)) b = Buffer2.from(b, b.offset, b.byteLength);
-        if (!Buffer2.isBuffer(a) || !Buffer2.isBuffer(b)) {
+        if (isInstance(a, Uint8Array)) a = $call(Buffer2, "from", [a, a.offset, a.byteLength]);
+        if (isInstance(b, Uint8Array)) b = $call(Buffer2, "from", [b, b.offset, b.byteLength]);
+        if (!$call(Buffer2, "isBuffer", [a]) || !$call(Buffer2, "isBuffer", [b])) {
           throw new TypeError(
             'The "buf1", "buf2" arguments must be one of type Buffer or Uint8Array'
           );
@@ -485,7 +487,7 @@ var bufferPackage = (() => {
         if (a === b) return 0;
         let x = a.length;
         let y = b.length;
-        for (let i = 0, len = Math.min(x, y); i < len; ++i) {
+        for (let i = 0, len = $call(Math, "min", [x, y]); i < len; ++i) {
           if (a[i] !== b[i]) {
             x = a[i];
             y = b[i];
@@ -497,7 +499,7 @@ var bufferPackage = (() => {
         return 0;
       };
       Buffer2.isEncoding = function isEncoding(encoding) {
-        switch (String(encoding).toLowerCase()) {
+        switch ($call(String(encoding), "toLowerCase", [])) {
           case "hex":
           case "utf8":
           case "utf-8":
@@ -515,11 +517,11 @@ var bufferPackage = (() => {
         }
       };
       Buffer2.concat = function concat(list, length) {
-        if (!Array.isArray(list)) {
+        if (!$call(Array, "isArray", [list])) {
           throw new TypeError('"list" argument must be an Array of Buffers');
         }
         if (list.length === 0) {
-          return Buffer2.alloc(0);
+          return $call(Buffer2, "alloc", [0]);
         }
         let i;
         if (length === void 0) {
@@ -528,35 +530,35 @@ var bufferPackage = (() => {
             length += list[i].length;
           }
         }
-        const buffer = Buffer2.allocUnsafe(length);
+        const buffer = $call(Buffer2, "allocUnsafe", [length]);
         let pos = 0;
         for (i = 0; i < list.length; ++i) {
           let buf = list[i];
           if (isInstance(buf, Uint8Array)) {
             if (pos + buf.length > buffer.length) {
-              if (!Buffer2.isBuffer(buf)) buf = Buffer2.from(buf);
-              buf.copy(buffer, pos);
+              if (!$call(Buffer2, "isBuffer", [buf])) buf = $call(Buffer2, "from", [buf]);
+              $call(buf, "copy", [buffer, pos]);
             } else {
-              Uint8Array.prototype.set.call(
+              $call($get(Uint8Array.prototype, "set"), "call", [
                 buffer,
                 buf,
                 pos
-              );
+              ]);
             }
-          } else if (!Buffer2.isBuffer(buf)) {
+          } else if (!$call(Buffer2, "isBuffer", [buf])) {
             throw new TypeError('"list" argument must be an Array of Buffers');
           } else {
-            buf.copy(buffer, pos);
+            $call(buf, "copy", [buffer, pos]);
           }
           pos += buf.length;
         }
         return buffer;
       };
       function byteLength(string, encoding) {
-        if (Buffer2.isBuffer(string)) {
+        if ($call(Buffer2, "isBuffer", [string])) {
           return string.length;
         }
-        if (ArrayBuffer.isView(string) || isInstance(string, ArrayBuffer)) {
+        if ($call(ArrayBuffer, "isView", [string]) || isInstance(string, ArrayBuffer)) {
           return string.byteLength;
         }
         if (typeof string !== "string") {
@@ -590,7 +592,7 @@ var bufferPackage = (() => {
               if (loweredCase) {
                 return mustMatch ? -1 : utf8ToBytes(string).length;
               }
-              encoding = ("" + encoding).toLowerCase();
+              encoding = $call(("" + encoding), "toLowerCase", []);
               loweredCase = true;
           }
         }
@@ -637,7 +639,7 @@ var bufferPackage = (() => {
               return utf16leSlice(this, start, end);
             default:
               if (loweredCase) throw new TypeError("Unknown encoding: " + encoding);
-              encoding = (encoding + "").toLowerCase();
+              encoding = $call((encoding + ""), "toLowerCase", []);
               loweredCase = true;
           }
         }
@@ -686,18 +688,18 @@ var bufferPackage = (() => {
         const length = this.length;
         if (length === 0) return "";
         if (arguments.length === 0) return utf8Slice(this, 0, length);
-        return slowToString.apply(this, arguments);
+        return $call(slowToString, "apply", [this, arguments]);
       };
       Buffer2.prototype.toLocaleString = Buffer2.prototype.toString;
       Buffer2.prototype.equals = function equals(b) {
-        if (!Buffer2.isBuffer(b)) throw new TypeError("Argument must be a Buffer");
+        if (!$call(Buffer2, "isBuffer", [b])) throw new TypeError("Argument must be a Buffer");
         if (this === b) return true;
-        return Buffer2.compare(this, b) === 0;
+        return $call(Buffer2, "compare", [this, b]) === 0;
       };
       Buffer2.prototype.inspect = function inspect() {
         let str = "";
         const max = exports.INSPECT_MAX_BYTES;
-        str = this.toString("hex", 0, max).replace(/(.{2})/g, "$1 ").trim();
+        str = $call($call($call(this, "toString", ["hex", 0, max]), "replace", [/(.{2})/g, "$1 "]), "trim", []);
         if (this.length > max) str += " ... ";
         return "<Buffer " + str + ">";
       };
@@ -706,9 +708,9 @@ var bufferPackage = (() => {
       }
       Buffer2.prototype.compare = function compare(target, start, end, thisStart, thisEnd) {
         if (isInstance(target, Uint8Array)) {
-          target = Buffer2.from(target, target.offset, target.byteLength);
+          target = $call(Buffer2, "from", [target, target.offset, target.byteLength]);
         }
-        if (!Buffer2.isBuffer(target)) {
+        if (!$call(Buffer2, "isBuffer", [target])) {
           throw new TypeError(
             'The "target" argument must be one of type Buffer or Uint8Array. Received type ' + typeof target
           );
@@ -744,9 +746,9 @@ var bufferPackage = (() => {
         if (this === target) return 0;
         let x = thisEnd - thisStart;
         let y = end - start;
-        const len = Math.min(x, y);
-        const thisCopy = this.slice(thisStart, thisEnd);
-        const targetCopy = target.slice(start, end);
+        const len = $call(Math, "min", [x, y]);
+        const thisCopy = $call(this, "slice", [thisStart, thisEnd]);
+        const targetCopy = $call(target, "slice", [start, end]);
         for (let i = 0; i < len; ++i) {
           if (thisCopy[i] !== targetCopy[i]) {
             x = thisCopy[i];
@@ -781,9 +783,9 @@ var bufferPackage = (() => {
           else return -1;
         }
         if (typeof val === "string") {
-          val = Buffer2.from(val, encoding);
+          val = $call(Buffer2, "from", [val, encoding]);
         }
-        if (Buffer2.isBuffer(val)) {
+        if ($call(Buffer2, "isBuffer", [val])) {
           if (val.length === 0) {
             return -1;
           }
@@ -792,9 +794,9 @@ var bufferPackage = (() => {
           val = val & 255;
           if (typeof Uint8Array.prototype.indexOf === "function") {
             if (dir) {
-              return Uint8Array.prototype.indexOf.call(buffer, val, byteOffset);
+              return $call($get(Uint8Array.prototype, "indexOf"), "call", [buffer, val, byteOffset]);
             } else {
-              return Uint8Array.prototype.lastIndexOf.call(buffer, val, byteOffset);
+              return $call($get(Uint8Array.prototype, "lastIndexOf"), "call", [buffer, val, byteOffset]);
             }
           }
           return arrayIndexOf(buffer, [val], byteOffset, encoding, dir);
@@ -806,7 +808,7 @@ var bufferPackage = (() => {
         let arrLength = arr.length;
         let valLength = val.length;
         if (encoding !== void 0) {
-          encoding = String(encoding).toLowerCase();
+          encoding = $call(String(encoding), "toLowerCase", []);
           if (encoding === "ucs2" || encoding === "ucs-2" || encoding === "utf16le" || encoding === "utf-16le") {
             if (arr.length < 2 || val.length < 2) {
               return -1;
@@ -821,7 +823,7 @@ var bufferPackage = (() => {
           if (indexSize === 1) {
             return buf[i2];
           } else {
-            return buf.readUInt16BE(i2 * indexSize);
+            return $call(buf, "readUInt16BE", [i2 * indexSize]);
           }
         }
         let i;
@@ -852,7 +854,7 @@ var bufferPackage = (() => {
         return -1;
       }
       Buffer2.prototype.includes = function includes(val, byteOffset, encoding) {
-        return this.indexOf(val, byteOffset, encoding) !== -1;
+        return $call(this, "indexOf", [val, byteOffset, encoding]) !== -1;
       };
       Buffer2.prototype.indexOf = function indexOf(val, byteOffset, encoding) {
         return bidirectionalIndexOf(this, val, byteOffset, encoding, true);
@@ -877,7 +879,7 @@ var bufferPackage = (() => {
         }
         let i;
         for (i = 0; i < length; ++i) {
-          const parsed = parseInt(string.substr(i * 2, 2), 16);
+          const parsed = parseInt($call(string, "substr", [i * 2, 2]), 16);
           if (numberIsNaN(parsed)) return i;
           buf[offset + i] = parsed;
         }
@@ -945,7 +947,7 @@ var bufferPackage = (() => {
               return ucs2Write(this, string, offset, length);
             default:
               if (loweredCase) throw new TypeError("Unknown encoding: " + encoding);
-              encoding = ("" + encoding).toLowerCase();
+              encoding = $call(("" + encoding), "toLowerCase", []);
               loweredCase = true;
           }
         }
@@ -953,18 +955,18 @@ var bufferPackage = (() => {
       Buffer2.prototype.toJSON = function toJSON() {
         return {
           type: "Buffer",
-          data: Array.prototype.slice.call(this._arr || this, 0)
+          data: $call($get(Array.prototype, "slice"), "call", [this._arr || this, 0])
         };
       };
       function base64Slice(buf, start, end) {
         if (start === 0 && end === buf.length) {
-          return base64.fromByteArray(buf);
+          return $call(base64, "fromByteArray", [buf]);
         } else {
-          return base64.fromByteArray(buf.slice(start, end));
+          return $call(base64, "fromByteArray", [$call(buf, "slice", [start, end])]);
         }
       }
       function utf8Slice(buf, start, end) {
-        end = Math.min(buf.length, end);
+        end = $call(Math, "min", [buf.length, end]);
         const res = [];
         let i = start;
         while (i < end) {
@@ -1015,10 +1017,10 @@ var bufferPackage = (() => {
             bytesPerSequence = 1;
           } else if (codePoint > 65535) {
             codePoint -= 65536;
-            res.push(codePoint >>> 10 & 1023 | 55296);
+            $call(res, "push", [codePoint >>> 10 & 1023 | 55296]);
             codePoint = 56320 | codePoint & 1023;
           }
-          res.push(codePoint);
+          $call(res, "push", [codePoint]);
           i += bytesPerSequence;
         }
         return decodeCodePointsArray(res);
@@ -1027,31 +1029,31 @@ var bufferPackage = (() => {
       function decodeCodePointsArray(codePoints) {
         const len = codePoints.length;
         if (len <= MAX_ARGUMENTS_LENGTH) {
-          return String.fromCharCode.apply(String, codePoints);
+          return $call($get(String, "fromCharCode"), "apply", [String, codePoints]);
         }
         let res = "";
         let i = 0;
         while (i < len) {
-          res += String.fromCharCode.apply(
+          res += $call($get(String, "fromCharCode"), "apply", [
             String,
-            codePoints.slice(i, i += MAX_ARGUMENTS_LENGTH)
-          );
+            $call(codePoints, "slice", [i, i += MAX_ARGUMENTS_LENGTH])
+          ]);
         }
         return res;
       }
       function asciiSlice(buf, start, end) {
         let ret = "";
-        end = Math.min(buf.length, end);
+        end = $call(Math, "min", [buf.length, end]);
         for (let i = start; i < end; ++i) {
-          ret += String.fromCharCode(buf[i] & 127);
+          ret += $call(String, "fromCharCode", [buf[i] & 127]);
         }
         return ret;
       }
       function latin1Slice(buf, start, end) {
         let ret = "";
-        end = Math.min(buf.length, end);
+        end = $call(Math, "min", [buf.length, end]);
         for (let i = start; i < end; ++i) {
-          ret += String.fromCharCode(buf[i]);
+          ret += $call(String, "fromCharCode", [buf[i]]);
         }
         return ret;
       }
@@ -1066,10 +1068,10 @@ var bufferPackage = (() => {
         return out;
       }
       function utf16leSlice(buf, start, end) {
-        const bytes = buf.slice(start, end);
+        const bytes = $call(buf, "slice", [start, end]);
         let res = "";
         for (let i = 0; i < bytes.length - 1; i += 2) {
-          res += String.fromCharCode(bytes[i] + bytes[i + 1] * 256);
+          res += $call(String, "fromCharCode", [bytes[i] + bytes[i + 1] * 256]);
         }
         return res;
       }
@@ -1090,8 +1092,8 @@ var bufferPackage = (() => {
           end = len;
         }
         if (end < start) end = start;
-        const newBuf = this.subarray(start, end);
-        Object.setPrototypeOf(newBuf, Buffer2.prototype);
+        const newBuf = $call(this, "subarray", [start, end]);
+        $call(Object, "setPrototypeOf", [newBuf, Buffer2.prototype]);
         return newBuf;
       };
       function checkOffset(offset, ext, length) {
@@ -1183,7 +1185,7 @@ var bufferPackage = (() => {
           val += this[offset + i] * mul;
         }
         mul *= 128;
-        if (val >= mul) val -= Math.pow(2, 8 * byteLength2);
+        if (val >= mul) val -= $call(Math, "pow", [2, 8 * byteLength2]);
         return val;
       };
       Buffer2.prototype.readIntBE = function readIntBE(offset, byteLength2, noAssert) {
@@ -1197,7 +1199,7 @@ var bufferPackage = (() => {
           val += this[offset + --i] * mul;
         }
         mul *= 128;
-        if (val >= mul) val -= Math.pow(2, 8 * byteLength2);
+        if (val >= mul) val -= $call(Math, "pow", [2, 8 * byteLength2]);
         return val;
       };
       Buffer2.prototype.readInt8 = function readInt8(offset, noAssert) {
@@ -1254,25 +1256,25 @@ var bufferPackage = (() => {
       Buffer2.prototype.readFloatLE = function readFloatLE(offset, noAssert) {
         offset = offset >>> 0;
         if (!noAssert) checkOffset(offset, 4, this.length);
-        return ieee754.read(this, offset, true, 23, 4);
+        return $call(ieee754, "read", [this, offset, true, 23, 4]);
       };
       Buffer2.prototype.readFloatBE = function readFloatBE(offset, noAssert) {
         offset = offset >>> 0;
         if (!noAssert) checkOffset(offset, 4, this.length);
-        return ieee754.read(this, offset, false, 23, 4);
+        return $call(ieee754, "read", [this, offset, false, 23, 4]);
       };
       Buffer2.prototype.readDoubleLE = function readDoubleLE(offset, noAssert) {
         offset = offset >>> 0;
         if (!noAssert) checkOffset(offset, 8, this.length);
-        return ieee754.read(this, offset, true, 52, 8);
+        return $call(ieee754, "read", [this, offset, true, 52, 8]);
       };
       Buffer2.prototype.readDoubleBE = function readDoubleBE(offset, noAssert) {
         offset = offset >>> 0;
         if (!noAssert) checkOffset(offset, 8, this.length);
-        return ieee754.read(this, offset, false, 52, 8);
+        return $call(ieee754, "read", [this, offset, false, 52, 8]);
       };
       function checkInt(buf, value, offset, ext, max, min) {
-        if (!Buffer2.isBuffer(buf)) throw new TypeError('"buffer" argument must be a Buffer instance');
+        if (!$call(Buffer2, "isBuffer", [buf])) throw new TypeError('"buffer" argument must be a Buffer instance');
         if (value > max || value < min) throw new RangeError('"value" argument is out of bounds');
         if (offset + ext > buf.length) throw new RangeError("Index out of range");
       }
@@ -1281,7 +1283,7 @@ var bufferPackage = (() => {
         offset = offset >>> 0;
         byteLength2 = byteLength2 >>> 0;
         if (!noAssert) {
-          const maxBytes = Math.pow(2, 8 * byteLength2) - 1;
+          const maxBytes = $call(Math, "pow", [2, 8 * byteLength2]) - 1;
           checkInt(this, value, offset, byteLength2, maxBytes, 0);
         }
         let mul = 1;
@@ -1297,7 +1299,7 @@ var bufferPackage = (() => {
         offset = offset >>> 0;
         byteLength2 = byteLength2 >>> 0;
         if (!noAssert) {
-          const maxBytes = Math.pow(2, 8 * byteLength2) - 1;
+          const maxBytes = $call(Math, "pow", [2, 8 * byteLength2]) - 1;
           checkInt(this, value, offset, byteLength2, maxBytes, 0);
         }
         let i = byteLength2 - 1;
@@ -1401,7 +1403,7 @@ var bufferPackage = (() => {
         value = +value;
         offset = offset >>> 0;
         if (!noAssert) {
-          const limit = Math.pow(2, 8 * byteLength2 - 1);
+          const limit = $call(Math, "pow", [2, 8 * byteLength2 - 1]);
           checkInt(this, value, offset, byteLength2, limit - 1, -limit);
         }
         let i = 0;
@@ -1420,7 +1422,7 @@ var bufferPackage = (() => {
         value = +value;
         offset = offset >>> 0;
         if (!noAssert) {
-          const limit = Math.pow(2, 8 * byteLength2 - 1);
+          const limit = $call(Math, "pow", [2, 8 * byteLength2 - 1]);
           checkInt(this, value, offset, byteLength2, limit - 1, -limit);
         }
         let i = byteLength2 - 1;
@@ -1496,7 +1498,7 @@ var bufferPackage = (() => {
         if (!noAssert) {
           checkIEEE754(buf, value, offset, 4, 34028234663852886e22, -34028234663852886e22);
         }
-        ieee754.write(buf, value, offset, littleEndian, 23, 4);
+        $call(ieee754, "write", [buf, value, offset, littleEndian, 23, 4]);
         return offset + 4;
       }
       Buffer2.prototype.writeFloatLE = function writeFloatLE(value, offset, noAssert) {
@@ -1511,7 +1513,7 @@ var bufferPackage = (() => {
         if (!noAssert) {
           checkIEEE754(buf, value, offset, 8, 17976931348623157e292, -17976931348623157e292);
         }
-        ieee754.write(buf, value, offset, littleEndian, 52, 8);
+        $call(ieee754, "write", [buf, value, offset, littleEndian, 52, 8]);
         return offset + 8;
       }
       Buffer2.prototype.writeDoubleLE = function writeDoubleLE(value, offset, noAssert) {
@@ -1521,7 +1523,7 @@ var bufferPackage = (() => {
         return writeDouble(this, value, offset, false, noAssert);
       };
       Buffer2.prototype.copy = function copy(target, targetStart, start, end) {
-        if (!Buffer2.isBuffer(target)) throw new TypeError("argument should be a Buffer");
+        if (!$call(Buffer2, "isBuffer", [target])) throw new TypeError("argument should be a Buffer");
         if (!start) start = 0;
         if (!end && end !== 0) end = this.length;
         if (targetStart >= target.length) targetStart = target.length;
@@ -1540,13 +1542,13 @@ var bufferPackage = (() => {
         }
         const len = end - start;
         if (this === target && typeof Uint8Array.prototype.copyWithin === "function") {
-          this.copyWithin(targetStart, start, end);
+          $call(this, "copyWithin", [targetStart, start, end]);
         } else {
-          Uint8Array.prototype.set.call(
+          $call($get(Uint8Array.prototype, "set"), "call", [
             target,
-            this.subarray(start, end),
+            $call(this, "subarray", [start, end]),
             targetStart
-          );
+          ]);
         }
         return len;
       };
@@ -1563,11 +1565,11 @@ var bufferPackage = (() => {
           if (encoding !== void 0 && typeof encoding !== "string") {
             throw new TypeError("encoding must be a string");
           }
-          if (typeof encoding === "string" && !Buffer2.isEncoding(encoding)) {
+          if (typeof encoding === "string" && !$call(Buffer2, "isEncoding", [encoding])) {
             throw new TypeError("Unknown encoding: " + encoding);
           }
           if (val.length === 1) {
-            const code = val.charCodeAt(0);
+            const code = $call(val, "charCodeAt", [0]);
             if (encoding === "utf8" && code < 128 || encoding === "latin1") {
               val = code;
             }
@@ -1592,7 +1594,7 @@ var bufferPackage = (() => {
             this[i] = val;
           }
         } else {
-          const bytes = Buffer2.isBuffer(val) ? val : Buffer2.from(val, encoding);
+          const bytes = $call(Buffer2, "isBuffer", [val]) ? val : $call(Buffer2, "from", [val, encoding]);
           const len = bytes.length;
           if (len === 0) {
             throw new TypeError('The value "' + val + '" is invalid for argument "value"');
@@ -1608,11 +1610,11 @@ var bufferPackage = (() => {
         errors[sym] = class NodeError extends Base {
           constructor() {
             super();
-            Object.defineProperty(this, "message", {
-              value: getMessage.apply(this, arguments),
+            $call(Object, "defineProperty", [this, "message", { __proto__: null,
+              value: $call(getMessage, "apply", [this, arguments]),
               writable: true,
               configurable: true
-            });
+            }]);
             this.name = `${this.name} [${sym}]`;
             this.stack;
             delete this.name;
@@ -1621,12 +1623,12 @@ var bufferPackage = (() => {
             return sym;
           }
           set code(value) {
-            Object.defineProperty(this, "code", {
+            $call(Object, "defineProperty", [this, "code", { __proto__: null,
               configurable: true,
               enumerable: true,
               value,
               writable: true
-            });
+            }]);
           }
           toString() {
             return `${this.name} [${sym}]: ${this.message}`;
@@ -1655,7 +1657,7 @@ var bufferPackage = (() => {
         function(str, range, input) {
           let msg = `The value of "${str}" is out of range.`;
           let received = input;
-          if (Number.isInteger(input) && Math.abs(input) > 2 ** 32) {
+          if ($call(Number, "isInteger", [input]) && $call(Math, "abs", [input]) > 2 ** 32) {
             received = addNumericalSeparator(String(input));
           } else if (typeof input === "bigint") {
             received = String(input);
@@ -1674,9 +1676,9 @@ var bufferPackage = (() => {
         let i = val.length;
         const start = val[0] === "-" ? 1 : 0;
         for (; i >= start + 4; i -= 3) {
-          res = `_${val.slice(i - 3, i)}${res}`;
+          res = `_${$call(val, "slice", [i - 3, i])}${res}`;
         }
-        return `${val.slice(0, i)}${res}`;
+        return `${$call(val, "slice", [0, i])}${res}`;
       }
       function checkBounds(buf, offset, byteLength2) {
         validateNumber(offset, "offset");
@@ -1707,7 +1709,7 @@ var bufferPackage = (() => {
         }
       }
       function boundsError(value, length, type) {
-        if (Math.floor(value) !== value) {
+        if ($call(Math, "floor", [value]) !== value) {
           validateNumber(value, type);
           throw new errors.ERR_OUT_OF_RANGE(type || "offset", "an integer", value);
         }
@@ -1722,8 +1724,8 @@ var bufferPackage = (() => {
       }
       var INVALID_BASE64_RE = /[^+/0-9A-Za-z-_]/g;
       function base64clean(str) {
-        str = str.split("=")[0];
-        str = str.trim().replace(INVALID_BASE64_RE, "");
+        str = $call(str, "split", ["="])[0];
+        str = $call($call(str, "trim", []), "replace", [INVALID_BASE64_RE, ""]);
         if (str.length < 2) return "";
         while (str.length % 4 !== 0) {
           str = str + "=";
@@ -1737,53 +1739,53 @@ var bufferPackage = (() => {
         let leadSurrogate = null;
         const bytes = [];
         for (let i = 0; i < length; ++i) {
-          codePoint = string.charCodeAt(i);
+          codePoint = $call(string, "charCodeAt", [i]);
           if (codePoint > 55295 && codePoint < 57344) {
             if (!leadSurrogate) {
               if (codePoint > 56319) {
-                if ((units -= 3) > -1) bytes.push(239, 191, 189);
+                if ((units -= 3) > -1) $call(bytes, "push", [239, 191, 189]);
                 continue;
               } else if (i + 1 === length) {
-                if ((units -= 3) > -1) bytes.push(239, 191, 189);
+                if ((units -= 3) > -1) $call(bytes, "push", [239, 191, 189]);
                 continue;
               }
               leadSurrogate = codePoint;
               continue;
             }
             if (codePoint < 56320) {
-              if ((units -= 3) > -1) bytes.push(239, 191, 189);
+              if ((units -= 3) > -1) $call(bytes, "push", [239, 191, 189]);
               leadSurrogate = codePoint;
               continue;
             }
             codePoint = (leadSurrogate - 55296 << 10 | codePoint - 56320) + 65536;
           } else if (leadSurrogate) {
-            if ((units -= 3) > -1) bytes.push(239, 191, 189);
+            if ((units -= 3) > -1) $call(bytes, "push", [239, 191, 189]);
           }
           leadSurrogate = null;
           if (codePoint < 128) {
             if ((units -= 1) < 0) break;
-            bytes.push(codePoint);
+            $call(bytes, "push", [codePoint]);
           } else if (codePoint < 2048) {
             if ((units -= 2) < 0) break;
-            bytes.push(
+            $call(bytes, "push", [
               codePoint >> 6 | 192,
               codePoint & 63 | 128
-            );
+            ]);
           } else if (codePoint < 65536) {
             if ((units -= 3) < 0) break;
-            bytes.push(
+            $call(bytes, "push", [
               codePoint >> 12 | 224,
               codePoint >> 6 & 63 | 128,
               codePoint & 63 | 128
-            );
+            ]);
           } else if (codePoint < 1114112) {
             if ((units -= 4) < 0) break;
-            bytes.push(
+            $call(bytes, "push", [
               codePoint >> 18 | 240,
               codePoint >> 12 & 63 | 128,
               codePoint >> 6 & 63 | 128,
               codePoint & 63 | 128
-            );
+            ]);
           } else {
             throw new Error("Invalid code point");
           }
@@ -1793,7 +1795,7 @@ var bufferPackage = (() => {
       function asciiToBytes(str) {
         const byteArray = [];
         for (let i = 0; i < str.length; ++i) {
-          byteArray.push(str.charCodeAt(i) & 255);
+          $call(byteArray, "push", [$call(str, "charCodeAt", [i]) & 255]);
         }
         return byteArray;
       }
@@ -1802,16 +1804,16 @@ var bufferPackage = (() => {
         const byteArray = [];
         for (let i = 0; i < str.length; ++i) {
           if ((units -= 2) < 0) break;
-          c = str.charCodeAt(i);
+          c = $call(str, "charCodeAt", [i]);
           hi = c >> 8;
           lo = c % 256;
-          byteArray.push(lo);
-          byteArray.push(hi);
+          $call(byteArray, "push", [lo]);
+          $call(byteArray, "push", [hi]);
         }
         return byteArray;
       }
       function base64ToBytes(str) {
-        return base64.toByteArray(base64clean(str));
+        return $call(base64, "toByteArray", [base64clean(str)]);
       }
       function blitBuffer(src, dst, offset, length) {
         let i;

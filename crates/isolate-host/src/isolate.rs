@@ -63,10 +63,24 @@ impl ModuleLoader for NoModules {
 }
 
 /// The call that seals an isolate, handing it the host's facts as a JSON
-/// literal (a `HostFacts` always serializes).
+/// literal (a `HostFacts` always serializes), and the engine's: the V8 that
+/// runs the program and the machine's architecture as Node names it
+/// (`process.versions.v8`, `process.arch`).
 fn seal_script(config: &RuntimeConfig) -> String {
   let facts = serde_json::to_string(&config.host).unwrap_or_else(|_| "{}".to_owned());
-  format!("__dsh.seal({facts})")
+  let engine = serde_json::json!({ "v8": v8::V8::get_version(), "arch": node_arch() });
+  format!("__dsh.seal({facts}, {engine})")
+}
+
+/// `process.arch`: Node's name for the architecture this host runs on.
+fn node_arch() -> &'static str {
+  match std::env::consts::ARCH {
+    "x86_64" => "x64",
+    "x86" => "ia32",
+    "aarch64" => "arm64",
+    "powerpc64" => "ppc64",
+    other => other,
+  }
 }
 
 impl PreparedIsolate {

@@ -66,7 +66,12 @@ fn config() -> RuntimeConfig {
     max_queued_runs: 1,
     prepared_isolates: 1,
     busy_slots: 4,
-    host: HostFacts { node_major: 22, hardware_concurrency: 2, platform: HostFacts::navigator_platform() },
+    host: HostFacts {
+      node_major: 22,
+      node_version: "22.19.0".to_owned(),
+      hardware_concurrency: 2,
+      platform: HostFacts::navigator_platform(),
+    },
   }
 }
 

@@ -69,6 +69,7 @@ struct RunHost {
   settlement: RefCell<Option<(Settlement, Vec<u16>)>>,
   started: Instant,
   external_memory: Arc<ExternalMemory>,
+  budget: Arc<RunBudget>,
 }
 
 impl SandboxHost for RunHost {
@@ -124,6 +125,14 @@ impl SandboxHost for RunHost {
 
   fn now_ms(&self) -> f64 {
     self.started.elapsed().as_secs_f64() * 1000.0
+  }
+
+  fn cpu_used_us(&self) -> f64 {
+    self.budget.cpu_used().as_secs_f64() * 1e6
+  }
+
+  fn external_memory_used(&self) -> f64 {
+    self.external_memory.used() as f64
   }
 
   fn memory_check(&self, isolate: &mut v8::Isolate, v8_buffers: bool) -> bool {
@@ -260,6 +269,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
     settlement: RefCell::new(None),
     started: Instant::now(),
     external_memory: isolate.external_memory.clone(),
+    budget: job.budget.clone(),
   });
   isolate.runtime.op_state().borrow_mut().put(HostSlot(host.clone()));
   isolate.external_memory.attach(Some(control.clone()));

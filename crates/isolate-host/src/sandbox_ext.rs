@@ -121,6 +121,12 @@ pub trait SandboxHost {
   fn exit(&self, code: i32);
   /// Milliseconds since the run started (`performance.now`).
   fn now_ms(&self) -> f64;
+  /// CPU time charged to the run so far, in microseconds: what `computeMs`
+  /// counts (`process.cpuUsage`).
+  fn cpu_used_us(&self) -> f64;
+  /// Bytes the run's external-memory account counts now
+  /// (`process.memoryUsage().external`).
+  fn external_memory_used(&self) -> f64;
   /// Check the memory the program holds outside the heap against its cap,
   /// collecting garbage first if it is over; false (and the run stopped)
   /// if it is still over.
@@ -195,6 +201,36 @@ fn op_dsh_exit(state: &mut OpState, code: i32) -> Result<(), JsErrorBox> {
 #[op2(fast)]
 fn op_dsh_now(state: &mut OpState) -> Result<f64, JsErrorBox> {
   Ok(host(state)?.now_ms())
+}
+
+#[op2(fast)]
+fn op_dsh_cpu_usage(state: &mut OpState) -> Result<f64, JsErrorBox> {
+  Ok(host(state)?.cpu_used_us())
+}
+
+/// `process.memoryUsage()`: the run's own isolate, never the host process.
+/// Fills `out` with rss (the heap's committed pages plus the external
+/// account), heapTotal, heapUsed, external (the run's account: allocator,
+/// ICU, charged built-ins) and arrayBuffers (what V8 counts for them).
+#[op2(nofast)]
+fn op_dsh_memory_usage(
+  state: &mut OpState,
+  scope: &mut v8::PinScope,
+  #[buffer] out: &mut [f64],
+) -> Result<(), JsErrorBox> {
+  let external = host(state)?.external_memory_used();
+  let stats = scope.get_heap_statistics();
+  let figures = [
+    stats.total_physical_size() as f64 + external,
+    stats.total_heap_size() as f64,
+    stats.used_heap_size() as f64,
+    external,
+    (stats.external_memory() as f64).min(external),
+  ];
+  for (slot, figure) in out.iter_mut().zip(figures) {
+    *slot = figure;
+  }
+  Ok(())
 }
 
 /// After a built-in that holds memory outside the allocator's view
@@ -522,6 +558,8 @@ deno_core::extension!(
     op_dsh_settle,
     op_dsh_exit,
     op_dsh_now,
+    op_dsh_cpu_usage,
+    op_dsh_memory_usage,
     op_dsh_random,
     op_dsh_url_parse,
     op_dsh_url_set,

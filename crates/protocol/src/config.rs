@@ -43,6 +43,9 @@ pub struct RuntimeConfig {
 pub struct HostFacts {
   /// Major version of the Node that hosts the runtime.
   pub node_major: u32,
+  /// Its whole version without the `v` (`22.19.0`): the program's
+  /// `process.version` and `process.versions.node`.
+  pub node_version: String,
   /// `navigator.hardwareConcurrency`: libuv's available parallelism, as
   /// Node's `os.availableParallelism()`.
   pub hardware_concurrency: u32,
