@@ -85,21 +85,9 @@ export declare class NativeRuntime {
 export declare const HOST_CALL_IDS: number
 
 /**
- * The most isolate hosts one runtime may have: each is a process with a
- * few threads and MiB of its own, and past a handful a crash's cost is
- * already small.
- */
-export declare const MAX_ISOLATE_HOSTS: number
-
-/**
- * The smallest `maxOutputBytes`: the room for `[]` and an empty failure
- * message's quotes.
- */
-export declare const MIN_OUTPUT_BYTES: number
-
-/**
- * The runtime's caps (`V8CodeRuntimeConfig`), validated by the TypeScript
- * layer in the seam's order and again here. Defaults live in the schema.
+ * The runtime's caps (`V8CodeRuntimeConfig`): types and defaults from the
+ * schema (`ts/config.ts`), bounds checked in `config.rs`. Counts are
+ * numbers here, so that a fraction reaches the check instead of being cut.
  */
 export interface NativeConfig {
   /**
@@ -109,7 +97,7 @@ export interface NativeConfig {
   computeMs: number
   /**
    * Wall-clock ceiling of a run from its submission, in ms, at most
-   * 2147483647. Default 600000.
+   * 2147483647 (as is every duration). Default 600000.
    */
   maxWallMs: number
   /**

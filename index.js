@@ -773,12 +773,10 @@ if (
   }
 }
 
-const { NativeLogs, NativeRuntime, HOST_CALL_IDS, MAX_ISOLATE_HOSTS, MIN_OUTPUT_BYTES, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT } = nativeBinding
+const { NativeLogs, NativeRuntime, HOST_CALL_IDS, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT } = nativeBinding
 export { NativeLogs }
 export { NativeRuntime }
 export { HOST_CALL_IDS }
-export { MAX_ISOLATE_HOSTS }
-export { MIN_OUTPUT_BYTES }
 export { REPLY_IDS }
 export { REPLY_JSON }
 export { REPLY_REJECT }

@@ -9,6 +9,7 @@
 // Unit tests may unwrap: a panic there is a failed test, not a crashed host.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod config;
 mod host_calls;
 mod host_process;
 mod run_result;
@@ -17,10 +18,9 @@ mod supervisor;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use dsh_protocol::bindings_descriptor::BindingsDescriptor;
-use dsh_protocol::config::{machine_busy_slots, HostFacts, RuntimeConfig};
+use dsh_protocol::config::HostFacts;
 use dsh_protocol::frame::{Reply, ReplyKind};
 use dsh_protocol::ledger::{FailureKind, Outcomes, OutputLedger};
 use dsh_protocol::protections::Protection;
@@ -31,18 +31,19 @@ use napi_derive::napi;
 use crate::host_calls::{
   host_call_batch, CallOutbox, HostCallIds, HostWake, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT,
 };
-use crate::run_result::{NativeRunResult, MIN_OUTPUT_BYTES};
+use crate::run_result::NativeRunResult;
 use crate::supervisor::{queue_full, RunEnd, Settings, Supervisor, SupervisorStats};
 
-/// The runtime's caps (`V8CodeRuntimeConfig`), validated by the TypeScript
-/// layer in the seam's order and again here. Defaults live in the schema.
+/// The runtime's caps (`V8CodeRuntimeConfig`): types and defaults from the
+/// schema (`ts/config.ts`), bounds checked in `config.rs`. Counts are
+/// numbers here, so that a fraction reaches the check instead of being cut.
 #[napi(object)]
 pub struct NativeConfig {
   /// CPU time a program may burn, in ms (its isolate thread's CPU clock;
   /// waiting on bindings or timers is free). Default 60000.
   pub compute_ms: f64,
   /// Wall-clock ceiling of a run from its submission, in ms, at most
-  /// 2147483647. Default 600000.
+  /// 2147483647 (as is every duration). Default 600000.
   pub max_wall_ms: f64,
   /// Exact JSON byte cap over logs plus the value or failure message.
   /// Default 67108864.
@@ -57,14 +58,14 @@ pub struct NativeConfig {
   /// (waiting runs included: a run waiting on a tool costs memory, not
   /// CPU). Beyond it runs queue. Default 2048; at most three quarters of
   /// vm.max_map_count / 16 (3071 with Linux's default).
-  pub max_concurrent_runs: u32,
+  pub max_concurrent_runs: f64,
   /// Runs that may wait in the queue for admission; beyond it run()
   /// rejects. Default 10000.
-  pub max_queued_runs: u32,
+  pub max_queued_runs: f64,
   /// Isolates kept prepared from the snapshot on idle threads, so that a
   /// run arriving at an idle runtime starts at once. Default: available
   /// cores.
-  pub prepared_isolates: u32,
+  pub prepared_isolates: f64,
   /// How long an isolate host may go without answering the harness's
   /// heartbeat (which it does between any two frames, whatever its runs
   /// do) before it is killed and replaced, its started runs settling
@@ -74,7 +75,7 @@ pub struct NativeConfig {
   /// one with the fewest runs). A host that dies takes its own runs with
   /// it, so more hosts divide what a crash costs, at a few MiB each.
   /// Default 2.
-  pub isolate_hosts: u32,
+  pub isolate_hosts: f64,
   /// Refuse to start (and never start a host) where the kernel refuses
   /// any of a host's protections (`stats().sandbox` says which are in
   /// effect). Default false: a host runs with what the kernel grants.
@@ -204,12 +205,6 @@ impl From<SupervisorStats> for NativeStats {
   }
 }
 
-/// The most isolate hosts one runtime may have: each is a process with a
-/// few threads and MiB of its own, and past a handful a crash's cost is
-/// already small.
-#[napi]
-pub const MAX_ISOLATE_HOSTS: u32 = 64;
-
 struct Core {
   supervisor: Arc<Supervisor>,
   calls: Arc<CallOutbox>,
@@ -249,54 +244,14 @@ impl NativeRuntime {
       Unknown<'static>,
     >,
   ) -> Result<Self> {
-    let runtime_config = RuntimeConfig {
-      compute_ms: config.compute_ms,
-      max_wall_ms: config.max_wall_ms,
-      max_output_bytes: if config.max_output_bytes.is_finite() && config.max_output_bytes >= f64::from(MIN_OUTPUT_BYTES)
-      {
-        config.max_output_bytes as u64
-      } else {
-        0
-      },
-      max_old_generation_size_mb: config.max_old_generation_size_mb,
-      max_external_memory_mb: config.max_external_memory_mb,
-      max_concurrent_runs: config.max_concurrent_runs as usize,
-      max_queued_runs: config.max_queued_runs as usize,
-      prepared_isolates: config.prepared_isolates as usize,
-      busy_slots: machine_busy_slots(),
-      host: HostFacts {
-        node_major: env.get_node_version()?.major,
-        node_version: {
-          let version = env.get_node_version()?;
-          format!("{}.{}.{}", version.major, version.minor, version.patch)
-        },
-        hardware_concurrency: available_parallelism(),
-        platform: HostFacts::navigator_platform(),
-      },
+    let node = env.get_node_version()?;
+    let host = HostFacts {
+      node_major: node.major,
+      node_version: format!("{}.{}.{}", node.major, node.minor, node.patch),
+      hardware_concurrency: available_parallelism(),
+      platform: HostFacts::navigator_platform(),
     };
-    runtime_config.validate().map_err(|message| Error::new(Status::InvalidArg, message))?;
-    runtime_config.check_machine_limits().map_err(|message| Error::new(Status::InvalidArg, message))?;
-    if !(config.host_unresponsive_ms.is_finite() && config.host_unresponsive_ms > 0.0) {
-      return Err(Error::new(
-        Status::InvalidArg,
-        format!("config.hostUnresponsiveMs must be a positive number, got {}", config.host_unresponsive_ms),
-      ));
-    }
-    if !(config.host_max_rss_mb.is_finite() && config.host_max_rss_mb > 0.0) {
-      return Err(Error::new(
-        Status::InvalidArg,
-        format!("config.hostMaxRssMb must be a positive number, got {}", config.host_max_rss_mb),
-      ));
-    }
-    if !(1..=MAX_ISOLATE_HOSTS).contains(&config.isolate_hosts) {
-      return Err(Error::new(
-        Status::InvalidArg,
-        format!(
-          "config.isolateHosts must be a whole number from 1 to {MAX_ISOLATE_HOSTS}, got {}",
-          config.isolate_hosts
-        ),
-      ));
-    }
+    let checked = config::check(&config, host).map_err(|message| Error::new(Status::InvalidArg, message))?;
     let executable = host_process::host_executable().map_err(|message| Error::new(Status::GenericFailure, message))?;
 
     let calls = Arc::new(CallOutbox::default());
@@ -308,14 +263,14 @@ impl NativeRuntime {
     calls.connect(Box::new(move || {
       wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
     }));
-    let max_output_bytes = runtime_config.max_output_bytes;
+    let max_output_bytes = checked.runtime.max_output_bytes;
     let settings = Settings {
-      config: runtime_config,
+      config: checked.runtime,
       executable,
-      unresponsive_after: Duration::from_secs_f64((config.host_unresponsive_ms / 1000.0).min(1e9)),
-      hosts: config.isolate_hosts as usize,
-      require_sandbox: config.require_sandbox,
-      recycle_above_bytes: (config.host_max_rss_mb * 1024.0 * 1024.0).min(u64::MAX as f64) as u64,
+      unresponsive_after: checked.unresponsive_after,
+      hosts: checked.hosts,
+      require_sandbox: checked.require_sandbox,
+      recycle_above_bytes: checked.recycle_above_bytes,
     };
     let supervisor =
       Supervisor::start(settings, calls.clone()).map_err(|message| Error::new(Status::GenericFailure, message))?;

@@ -6,11 +6,6 @@ use napi_derive::napi;
 
 use dsh_protocol::ledger::{Completion, Logs, Output};
 
-/// The smallest `maxOutputBytes`: the room for `[]` and an empty failure
-/// message's quotes.
-#[napi]
-pub const MIN_OUTPUT_BYTES: u32 = dsh_protocol::config::MIN_OUTPUT_BYTES;
-
 /// A finished run. `valueJson` is present iff the run completed with a
 /// value; `errorKind`/`errorMessage` iff it failed.
 #[napi(object, object_from_js = false)]

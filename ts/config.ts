@@ -5,12 +5,8 @@
  */
 import os from 'node:os'
 import z from '@deepseek-ai/schemastery'
-import { MAX_ISOLATE_HOSTS, MIN_OUTPUT_BYTES, type NativeConfig } from './native.js'
+import type { NativeConfig } from './native.js'
 import { PACKAGE } from './package.js'
-
-/** Node's setTimeout ceiling, the seam's upper bound for maxWallMs. */
-export const MAX_WALL_MS = 2_147_483_647
-/** Smallest cap that can hold an empty logs array plus an empty message. */
 
 /**
  * Validated configuration of one `V8CodeRuntime`: exactly the addon's
@@ -55,32 +51,11 @@ function refuseRetiredKeys(config: unknown): void {
 }
 
 /**
- * Check a config in the seam's order, throwing with the seam's messages.
+ * Refuse what the schema cannot: retired keys. Every key's bounds are the
+ * addon's (`src/config.rs`, in the seam's order), which the constructor
+ * applies.
  * @param config - the schema-filled config.
  */
 export function validateConfig(config: V8CodeRuntimeConfig): void {
   refuseRetiredKeys(config)
-  for (const [key, value] of Object.entries(config)) {
-    // The one flag (the schema has checked its type); every other key is a number.
-    if (key === 'requireSandbox') continue
-    if (!(typeof value === 'number' && Number.isFinite(value) && value > 0)) {
-      throw new Error(`${PACKAGE}: config.${key} must be a positive number, got ${String(value)}`)
-    }
-  }
-  if (!Number.isSafeInteger(config.maxOutputBytes) || config.maxOutputBytes < MIN_OUTPUT_BYTES) {
-    throw new Error(
-      `${PACKAGE}: config.maxOutputBytes must be a safe integer of at least ${MIN_OUTPUT_BYTES}, got ${String(config.maxOutputBytes)}`,
-    )
-  }
-  if (config.maxWallMs > MAX_WALL_MS) {
-    throw new Error(`${PACKAGE}: config.maxWallMs must be at most ${MAX_WALL_MS}, got ${String(config.maxWallMs)}`)
-  }
-  for (const key of ['maxConcurrentRuns', 'maxQueuedRuns', 'preparedIsolates'] as const) {
-    if (!Number.isSafeInteger(config[key]) || config[key] > 0xffff_ffff) {
-      throw new Error(`${PACKAGE}: config.${key} must be a whole number, got ${String(config[key])}`)
-    }
-  }
-  if (!Number.isSafeInteger(config.isolateHosts) || config.isolateHosts > MAX_ISOLATE_HOSTS) {
-    throw new Error(`${PACKAGE}: config.isolateHosts must be a whole number from 1 to ${MAX_ISOLATE_HOSTS}, got ${String(config.isolateHosts)}`)
-  }
 }

@@ -42,7 +42,6 @@ async function load(): Promise<typeof Loader> {
   }
 }
 
-export const { NativeRuntime, HOST_CALL_IDS, REPLY_IDS, REPLY_REJECT, REPLY_JSON, REPLY_TEXT, MIN_OUTPUT_BYTES, MAX_ISOLATE_HOSTS } =
-  await load()
+export const { NativeRuntime, HOST_CALL_IDS, REPLY_IDS, REPLY_REJECT, REPLY_JSON, REPLY_TEXT } = await load()
 export type NativeRuntime = Loader.NativeRuntime
 export type { NativeConfig, NativeLogs, NativeRunResult, NativeStats } from '../index.js'

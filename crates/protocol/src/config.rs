@@ -1,6 +1,5 @@
-//! The runtime's caps and sizes. The TypeScript layer validates them with
-//! the seam's messages; [`RuntimeConfig::validate`] checks them again so a
-//! direct caller of the addon cannot hand the scheduler nonsense.
+//! The runtime's caps and sizes, as the harness hands them to each isolate
+//! host (checked first against their bounds: the addon's `config.rs`).
 
 /// The smallest `maxOutputBytes`: the room for `[]` and an empty failure
 /// message's quotes.
@@ -19,7 +18,7 @@ pub struct RuntimeConfig {
   pub max_output_bytes: u64,
   /// Heap cap of a program's isolate, in MiB.
   pub max_old_generation_size_mb: f64,
-  /// Cap on ArrayBuffer memory outside the heap, in MiB.
+  /// Cap on the memory a program holds outside the heap, by every route, in MiB.
   pub max_external_memory_mb: f64,
   /// Runs in flight at once (each with its own thread and isolate).
   pub max_concurrent_runs: usize,
@@ -95,35 +94,6 @@ pub fn spinning_helps() -> bool {
 }
 
 impl RuntimeConfig {
-  pub fn validate(&self) -> Result<(), String> {
-    let positive = [
-      ("computeMs", self.compute_ms),
-      ("maxWallMs", self.max_wall_ms),
-      ("maxOldGenerationSizeMb", self.max_old_generation_size_mb),
-      ("maxExternalMemoryMb", self.max_external_memory_mb),
-    ];
-    for (key, value) in positive {
-      if !(value.is_finite() && value > 0.0) {
-        return Err(format!("config.{key} must be a positive number, got {value}"));
-      }
-    }
-    if self.max_output_bytes < u64::from(MIN_OUTPUT_BYTES) {
-      return Err(format!("config.maxOutputBytes must be a safe integer of at least {}", MIN_OUTPUT_BYTES));
-    }
-    let counts = [
-      ("maxConcurrentRuns", self.max_concurrent_runs),
-      ("maxQueuedRuns", self.max_queued_runs),
-      ("preparedIsolates", self.prepared_isolates),
-      ("busySlots", self.busy_slots),
-    ];
-    for (key, value) in counts {
-      if value == 0 {
-        return Err(format!("config.{key} must be a positive whole number, got 0"));
-      }
-    }
-    Ok(())
-  }
-
   /// Check the limits that depend on this machine: the kernel caps a
   /// process's memory mappings (`vm.max_map_count`), each run in flight
   /// holds some ([`MAPPINGS_PER_RUN`]), and a process past the cap cannot
