@@ -79,6 +79,12 @@ export declare class NativeRuntime {
 }
 
 /**
+ * The seam's exact strings the harness produces too (`dsh_protocol::contract`).
+ * Read by the TypeScript layer only (napi registers them outside test builds).
+ */
+export declare const ARGUMENTS_NOT_LOSSLESS: string
+
+/**
  * Numbers per host call in the `ids` that `onCalls(ids, args)` receives:
  * run id, call id, namespace index, function index.
  */
@@ -270,3 +276,6 @@ export declare const REPLY_REJECT: number
 
 /** Resolve the call with the text itself (a well-formed string). */
 export declare const REPLY_TEXT: number
+
+/** See [`ARGUMENTS_NOT_LOSSLESS`]. */
+export declare const RESOLUTION_NOT_LOSSLESS: string

@@ -773,12 +773,14 @@ if (
   }
 }
 
-const { NativeLogs, NativeRuntime, HOST_CALL_IDS, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT } = nativeBinding
+const { NativeLogs, NativeRuntime, ARGUMENTS_NOT_LOSSLESS, HOST_CALL_IDS, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT, RESOLUTION_NOT_LOSSLESS } = nativeBinding
 export { NativeLogs }
 export { NativeRuntime }
+export { ARGUMENTS_NOT_LOSSLESS }
 export { HOST_CALL_IDS }
 export { REPLY_IDS }
 export { REPLY_JSON }
 export { REPLY_REJECT }
 export { REPLY_TEXT }
+export { RESOLUTION_NOT_LOSSLESS }
 export const __napiBindingTarget = __napiLoadedBindingTarget

@@ -386,9 +386,8 @@ describe('calls', () => {
     const controller = new AbortController()
     const pending = m.runtime.run({ program: 'await tools.never({})', bindings: tools({ never: () => new Promise(() => {}) }), signal: controller.signal })
     setTimeout(() => controller.abort('stop'), 50)
-    const started = Date.now()
+    // Aborted, not ended by the wall ceiling: the abort does not wait for the call.
     expect(await pending).toEqual({ logs: [], error: { kind: 'abort', message: 'stop' } })
-    expect(Date.now() - started).toBeLessThan(2000)
     expect((await m.run('return 1')).value).toBe(1)
   })
 

@@ -188,11 +188,13 @@ describe('programs', () => {
   })
 
   it('a program that never settles is reported at once', async () => {
-    const started = Date.now()
+    // An exception now, not a timeout at the wall ceiling.
     const result = await m.run('await new Promise(() => {})')
-    expect(result.error?.kind).toBe('exception')
-    expect(result.error?.message).toMatch(/never settle/)
-    expect(Date.now() - started).toBeLessThan(5000)
+    expect(result.error).toEqual({
+      kind: 'exception',
+      message:
+        "the program's top-level promise can never settle: nothing is pending that could resolve it (an await on a promise that is never resolved)",
+    })
   })
 
   it('concurrent runs beyond the pool all complete', async () => {

@@ -33,6 +33,7 @@
     invalidOutput: SETTLE_INVALID_OUTPUT,
     outputLimit: SETTLE_OUTPUT_LIMIT,
   } = dsh.protocol.settle;
+  const { argumentsNotLossless, resolutionNotLossless, completionNotLossless } = dsh.protocol.messages;
 
   // Frames of the sandbox's and deno_core's own files (`ext:...`) say
   // nothing to the model: drop those frame lines, keep everything else.
@@ -86,7 +87,7 @@
     } catch {
       json = undefined;
     }
-    if (json === undefined) ops.op_dsh_settle(SETTLE_INVALID_OUTPUT, "program completion must be lossless JSON");
+    if (json === undefined) ops.op_dsh_settle(SETTLE_INVALID_OUTPUT, completionNotLossless);
     else if (json === TOO_LARGE) ops.op_dsh_settle(SETTLE_OUTPUT_LIMIT, "");
     else ops.op_dsh_settle(SETTLE_VALUE, json);
   }
@@ -118,7 +119,7 @@
           entry[0](texts[i]);
         } else if (oks[i]) {
           const value = losslessJson.decode(texts[i]);
-          if (value === undefined) entry[1]("binding resolution must be lossless JSON");
+          if (value === undefined) entry[1](resolutionNotLossless);
           else entry[0](value);
         } else {
           // The message crossed as a JSON string literal (lone surrogates
@@ -183,7 +184,7 @@
             json = undefined;
           }
           if (json === undefined || json === TOO_LARGE) {
-            const error = fail(memberName, "binding arguments must be lossless JSON");
+            const error = fail(memberName, argumentsNotLossless);
             p.ErrorCaptureStackTrace(error, call);
             ObjectDefineProperty(error, "stack", { __proto__: null, value: programStack(error.stack), writable: true, configurable: true, enumerable: false });
             return p.PromiseReject(error);

@@ -38,6 +38,17 @@ pub const REPLY_JSON: u32 = ReplyKind::Json as u32;
 #[napi]
 pub const REPLY_TEXT: u32 = ReplyKind::Text as u32;
 
+/// The seam's exact strings the harness produces too (`dsh_protocol::contract`).
+/// Read by the TypeScript layer only (napi registers them outside test builds).
+#[napi]
+#[cfg_attr(test, allow(dead_code))]
+pub const ARGUMENTS_NOT_LOSSLESS: &str = dsh_protocol::contract::ARGUMENTS_NOT_LOSSLESS;
+
+/// See [`ARGUMENTS_NOT_LOSSLESS`].
+#[napi]
+#[cfg_attr(test, allow(dead_code))]
+pub const RESOLUTION_NOT_LOSSLESS: &str = dsh_protocol::contract::RESOLUTION_NOT_LOSSLESS;
+
 /// The program-to-host calls of one wake-up, handed to `onCalls(ids, args)`:
 /// call `i` is `(ids[4i], ids[4i+1], ids[4i+2], ids[4i+3], args[i])` =
 /// (run id, call id, namespace index, function index, lossless JSON text of

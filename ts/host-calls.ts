@@ -8,7 +8,15 @@
  */
 import { types } from 'node:util'
 import type { HostNamespace } from './bindings.js'
-import { HOST_CALL_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT, type NativeRuntime } from './native.js'
+import {
+  ARGUMENTS_NOT_LOSSLESS,
+  HOST_CALL_IDS,
+  REPLY_JSON,
+  REPLY_REJECT,
+  REPLY_TEXT,
+  RESOLUTION_NOT_LOSSLESS,
+  type NativeRuntime,
+} from './native.js'
 import { encodeLossless, losslessJson } from './lossless-json.js'
 
 const JSONStringify = JSON.stringify
@@ -134,7 +142,7 @@ export class HostCalls {
     }
     const args = losslessJson.decode(argsText)
     if (args === undefined) {
-      this.reply(runId, callId, false, 'binding arguments must be lossless JSON')
+      this.reply(runId, callId, false, ARGUMENTS_NOT_LOSSLESS)
       return
     }
     let pending: unknown
@@ -157,7 +165,7 @@ export class HostCalls {
           return
         }
         const text = encodeLossless(value)
-        if (text === undefined) this.reply(runId, callId, false, 'binding resolution must be lossless JSON')
+        if (text === undefined) this.reply(runId, callId, false, RESOLUTION_NOT_LOSSLESS)
         else this.reply(runId, callId, true, text)
       },
       (error: unknown) => this.reply(runId, callId, false, messageOf(error)),

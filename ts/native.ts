@@ -42,6 +42,15 @@ async function load(): Promise<typeof Loader> {
   }
 }
 
-export const { NativeRuntime, HOST_CALL_IDS, REPLY_IDS, REPLY_REJECT, REPLY_JSON, REPLY_TEXT } = await load()
+export const {
+  NativeRuntime,
+  HOST_CALL_IDS,
+  REPLY_IDS,
+  REPLY_REJECT,
+  REPLY_JSON,
+  REPLY_TEXT,
+  ARGUMENTS_NOT_LOSSLESS,
+  RESOLUTION_NOT_LOSSLESS,
+} = await load()
 export type NativeRuntime = Loader.NativeRuntime
 export type { NativeConfig, NativeLogs, NativeRunResult, NativeStats } from '../index.js'

@@ -21,6 +21,7 @@ use crate::isolate::PreparedIsolate;
 use crate::ledger::{FailureKind, Output, OutputLedger};
 use crate::sandbox_ext::{HostSlot, RepliesFuture, ReplyBatch, SandboxHost, Settlement};
 use crate::transpile::{strip_types, PROGRAM_NAME};
+use dsh_protocol::contract::COMPLETION_NOT_LOSSLESS;
 use dsh_protocol::frame::ReplyKind;
 
 /// One run, as the scheduler receives it.
@@ -317,7 +318,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
     return match settlement {
       Settlement::Value => match String::from_utf16(&text) {
         Ok(json) => ledger.finish_value(json),
-        Err(_) => ledger.finish_failure(FailureKind::InvalidOutput, utf16("program completion must be lossless JSON")),
+        Err(_) => ledger.finish_failure(FailureKind::InvalidOutput, utf16(COMPLETION_NOT_LOSSLESS)),
       },
       Settlement::NoValue => ledger.finish_no_value(),
       Settlement::Exception => ledger.finish_failure(FailureKind::Exception, text),
@@ -366,13 +367,12 @@ async fn drive(
 
 /// Why the event loop ended without the program settling.
 fn event_loop_failure(error: &deno_core::error::CoreError) -> String {
-  let text = error.to_string();
-  if text.contains("Promise resolution is still pending") || text.contains("pending promise") {
+  if matches!(*error.0, deno_core::error::CoreErrorKind::PendingPromiseResolution) {
     return "the program's top-level promise can never settle: nothing is pending that could resolve it \
             (an await on a promise that is never resolved)"
       .to_owned();
   }
-  text
+  error.to_string()
 }
 
 /// Compile the program as the body of an async function (its line 1 is line

@@ -83,6 +83,8 @@ struct Protocol {
   digest_bytes: std::collections::BTreeMap<&'static str, u32>,
   /// `op_dsh_lazy_source`'s modules, by number.
   lazy_sources: std::collections::BTreeMap<&'static str, u32>,
+  /// The seam's exact strings the isolate produces (`dsh_protocol::contract`).
+  messages: std::collections::BTreeMap<&'static str, &'static str>,
 }
 
 fn numbered(names: &[&'static str]) -> std::collections::BTreeMap<&'static str, u32> {
@@ -100,6 +102,7 @@ fn op_dsh_protocol() -> Protocol {
     digests: numbered(&DIGESTS),
     digest_bytes: DIGESTS.iter().map(|name| (*name, digest(name, &[]).map_or(0, |bytes| bytes.len() as u32))).collect(),
     lazy_sources: numbered(&LAZY_SOURCES.map(|(name, _)| name)),
+    messages: dsh_protocol::contract::MESSAGES.into_iter().collect(),
   }
 }
 

@@ -11,6 +11,7 @@
 
 pub mod bindings_descriptor;
 pub mod config;
+pub mod contract;
 pub mod frame;
 pub mod ledger;
 pub mod lock;
