@@ -69,7 +69,8 @@ pub fn spawn(executable: &PathBuf) -> Result<Spawned, String> {
     .stdout(Stdio::null())
     .stderr(Stdio::piped())
     .spawn()
-    .map_err(|error| format!("the isolate host could not be started ({}): {error}", executable.display()))?;
+    // No path in the message: it may reach a model, in the runs it fails.
+    .map_err(|error| format!("the isolate host could not be started: {error}"))?;
   let stderr = match child.stderr.take() {
     Some(pipe) => StderrTail::follow(pipe),
     None => StderrTail::default(),

@@ -46,7 +46,7 @@ use dsh_protocol::lock::lock;
 use dsh_protocol::protections::Protections;
 
 use crate::host_calls::CallOutbox;
-use crate::host_process::{spawn, HostEnd, HostLink, StderrTail};
+use crate::host_process::{spawn, HostEnd, HostLink, Spawned, StderrTail};
 
 /// How many hosts a run may be placed on before it started on any: a run
 /// whose host keeps dying before it starts (while it is being prepared)
@@ -313,7 +313,8 @@ impl Supervisor {
         for host in state.slots.iter().filter_map(|slot| slot.host.clone()) {
           host.kill(HostEnd::Unresponsive { silent_ms: 0 });
         }
-        return Err(format!("the isolate host did not start: {why}"));
+        let at = supervisor.settings.executable.display();
+        return Err(format!("the isolate host did not start: {why} (the host executable: {at})"));
       }
     }
     let weak = Arc::downgrade(&supervisor);
@@ -333,25 +334,34 @@ impl Supervisor {
   /// takes it from there.
   fn start_host(self: &Arc<Self>, state: &mut State, slot: usize) -> Result<(), String> {
     state.slots[slot].restart_at = None;
-    let spawned = match spawn(&self.settings.executable) {
+    let Spawned { mut child, channel, stderr } = match spawn(&self.settings.executable) {
       Ok(spawned) => spawned,
       Err(message) => {
         state.last_host_end = Some(message.clone());
         return Err(message);
       }
     };
-    let read_half = spawned.channel.try_clone().map_err(|error| format!("the channel could not be read: {error}"))?;
-    let link =
-      HostLink::start(spawned.channel).map_err(|error| format!("the channel could not be written: {error}"))?;
+    let halves = channel.try_clone().and_then(|read_half| Ok((read_half, HostLink::start(channel)?)));
+    let (read_half, link) = match halves {
+      Ok(halves) => halves,
+      Err(error) => {
+        // The host never got its channel: end it, and reap it here.
+        let _ = child.kill();
+        let _ = child.wait();
+        let message = format!("the isolate host's channel could not be set up: {error}");
+        state.last_host_end = Some(message.clone());
+        return Err(message);
+      }
+    };
     state.generation += 1;
     state.host_starts += 1;
     let host = Arc::new(Host {
       generation: state.generation,
       slot,
-      pid: spawned.child.id(),
+      pid: child.id(),
       link,
-      child: Mutex::new(spawned.child),
-      stderr: spawned.stderr,
+      child: Mutex::new(child),
+      stderr,
       born: Instant::now(),
       killed_for: Mutex::new(None),
     });
@@ -372,6 +382,8 @@ impl Supervisor {
         if let Some(host) = state.slots[slot].host.take() {
           host.kill(HostEnd::ProtocolViolation("no reader thread".to_owned()));
           host.link.close();
+          // No reader will reap it: reap it here.
+          let _ = lock(&host.child).wait();
         }
         Err(format!("the host's reader thread could not start: {error}"))
       }
@@ -719,6 +731,23 @@ impl Supervisor {
     Ok(())
   }
 
+  /// When hosts do not start (`MAX_START_FAILURES` in a row, whether they
+  /// died before ready or could not be spawned at all) and none is ready,
+  /// fail the waiting runs rather than keep them waiting for a host that
+  /// may never come.
+  fn fail_queue_if_no_host_starts(&self, state: &mut State, why: &str) -> Vec<Delivery> {
+    let none_ready = !state.slots.iter().any(|slot| slot.ready && slot.host.is_some());
+    if state.disposing || !none_ready || state.start_failures < MAX_START_FAILURES {
+      return Vec::new();
+    }
+    let failure: Vec<u16> = format!("no isolate host could be started ({why})").encode_utf16().collect();
+    let pending: Vec<u32> = state.pending.drain(..).collect();
+    pending
+      .into_iter()
+      .filter_map(|run_id| self.finish(state, run_id, FinishWith::Failure(FailureKind::WorkerExit, failure.clone())))
+      .collect()
+  }
+
   /// Retire the host of `slot` if its resident memory is over the
   /// ceiling (read from /proc by the harness: a host cannot lie about it),
   /// and shut it down once it has no run left.
@@ -784,20 +813,7 @@ impl Supervisor {
     for run_id in again.into_iter().rev() {
       state.pending.push_front(run_id);
     }
-    let none_ready = !state.slots.iter().any(|slot| slot.ready && slot.host.is_some());
-    if !state.disposing && none_ready && state.start_failures >= MAX_START_FAILURES {
-      // Hosts do not start: fail the waiting runs rather than keep them
-      // waiting for one that may never come.
-      let failure: Vec<u16> = format!("no isolate host could be started ({described})").encode_utf16().collect();
-      let pending: Vec<u32> = state.pending.drain(..).collect();
-      for run_id in pending {
-        deliveries.extend(self.finish(
-          &mut state,
-          run_id,
-          FinishWith::Failure(FailureKind::WorkerExit, failure.clone()),
-        ));
-      }
-    }
+    deliveries.extend(self.fail_queue_if_no_host_starts(&mut state, &described));
     if !state.disposing {
       let recycled = matches!(end, HostEnd::Recycled { .. });
       if recycled {
@@ -914,6 +930,7 @@ fn supervise(supervisor: &Weak<Supervisor>) {
       next_beat = now + beat;
     }
     let seq = state.stats_asked;
+    let mut deliveries = Vec::new();
     for index in 0..state.slots.len() {
       if state.disposing {
         break;
@@ -931,18 +948,18 @@ fn supervise(supervisor: &Weak<Supervisor>) {
         }
         (None, Some(at)) if at > now => wake = wake.min(at),
         (None, _) => {
-          if supervisor.start_host(&mut state, index).is_err() {
+          if let Err(why) = supervisor.start_host(&mut state, index) {
             state.start_failures += 1;
             state.quick_deaths += 1;
             let delay = restart_delay(state.quick_deaths).max(Duration::from_millis(50));
             state.slots[index].restart_at = Some(now + delay);
+            deliveries.extend(supervisor.fail_queue_if_no_host_starts(&mut state, &why));
           }
         }
       }
     }
     wake = wake.min(next_beat);
     // Runs waiting in the queue still meet their wall ceiling.
-    let mut deliveries = Vec::new();
     let overdue: Vec<u32> = state
       .pending
       .iter()
@@ -1107,9 +1124,10 @@ while read_frame()[0] != 6:
     let mut partial = Protections::default();
     partial.insert(Protection::NoNewPrivs);
     partial.insert(Protection::OomFirst);
+    let executable = hostile_host_protected("partial-lockdown", partial, "");
     let settings = |require_sandbox| Settings {
       config: config(),
-      executable: hostile_host_protected("partial-lockdown", partial, ""),
+      executable: executable.clone(),
       unresponsive_after: Duration::from_secs(60),
       hosts: 1,
       require_sandbox,
@@ -1118,12 +1136,54 @@ while read_frame()[0] != 6:
     let refused = Supervisor::start(settings(true), Arc::default()).err().expect("refused");
     assert_eq!(
       refused,
-      "the isolate host did not start: the isolate host could not lock itself down \
-       (seccomp, landlock, namespaces, noDumps refused by this machine) and requireSandbox is set"
+      format!(
+        "the isolate host did not start: the isolate host could not lock itself down \
+         (seccomp, landlock, namespaces, noDumps refused by this machine) and requireSandbox is set \
+         (the host executable: {})",
+        executable.display()
+      )
     );
     // Without the requirement, the same host runs, and stats say what is off.
     let supervisor = Supervisor::start(settings(false), Arc::default()).unwrap();
     assert_eq!(supervisor.stats().sandbox, partial);
+    supervisor.shutdown();
+  }
+
+  #[test]
+  fn runs_waiting_for_a_host_that_can_no_longer_be_started_fail_instead_of_waiting() {
+    // A host that is ready, then breaks the protocol on its first run; by
+    // then its executable is gone, so no replacement can be spawned.
+    let executable = hostile_host("gone-after-start", "0100000063");
+    let settings = Settings {
+      config: config(),
+      executable: executable.clone(),
+      unresponsive_after: Duration::from_secs(60),
+      hosts: 1,
+      require_sandbox: false,
+      recycle_above_bytes: u64::MAX,
+    };
+    let supervisor = Supervisor::start(settings, Arc::default()).unwrap();
+    std::fs::remove_file(&executable).unwrap();
+    let run = |run_id| {
+      let (send, receive) = mpsc::channel();
+      let deliver: Deliver = Box::new(move |end| {
+        let _ = send.send(match end {
+          RunEnd::Output(output) => Some(output.completion),
+          RunEnd::Refused => None,
+        });
+      });
+      supervisor.submit(run_id, "return 1".into(), r#"{"namespaces":[]}"#.into(), deliver).unwrap();
+      receive.recv_timeout(Duration::from_secs(60)).expect("the run settles").expect("not refused")
+    };
+    let message = |completion| match completion {
+      Completion::Failure { kind: FailureKind::WorkerExit, message } => String::from_utf16_lossy(&message),
+      other => panic!("{other:?}"),
+    };
+    assert!(message(run(1)).starts_with("the isolate host broke the channel's protocol"));
+    assert_eq!(
+      message(run(2)),
+      "no isolate host could be started (the isolate host could not be started: No such file or directory (os error 2))"
+    );
     supervisor.shutdown();
   }
 
