@@ -35,3 +35,16 @@ describe('the repository stands alone', () => {
     expect(missing).toEqual([])
   })
 })
+
+describe("the README's configuration table", () => {
+  it('lists exactly the schema\'s keys, each with the schema\'s default', async () => {
+    const { Config } = await import('../lib/config.js')
+    const readme = readFileSync(join(root, 'README.md'), 'utf8')
+    const section = readme.slice(readme.indexOf('## Configuration'), readme.indexOf('\n## ', readme.indexOf('## Configuration') + 1))
+    const rows = [...section.matchAll(/^\| `(\w+)` \| ([^|]+) \|/gm)].map(([, key, value]) => [key, value.trim()])
+    const schema = Object.entries((Config as unknown as { dict: Record<string, { meta: { default: unknown } }> }).dict)
+    // A default the README words (preparedIsolates: the machine's cores) is checked by its key only.
+    const expected = schema.map(([key, entry]) => [key, key === 'preparedIsolates' ? 'available cores' : String(entry.meta.default)])
+    expect(rows).toEqual(expected)
+  })
+})
