@@ -31,5 +31,6 @@ fn main() {
     println!("cargo:rerun-if-changed={}", path.display());
   }
   println!("cargo:rerun-if-changed=src/sandbox_ext.rs");
+  println!("cargo:rerun-if-changed=src/sandbox_ext");
   println!("cargo:rerun-if-changed=../../js");
 }

@@ -124,7 +124,7 @@ impl PreparedIsolate {
   }
 
   /// Make V8 give back the heap pages it keeps pooled for reuse, every
-  /// isolate's (see `release_v8_page_pool` in scheduler.rs for why). V8
+  /// isolate's (see `release_v8_page_pool` in memory_return.rs for why). V8
   /// does so on a critical memory-pressure notification, which also runs a
   /// full GC of this isolate: cheap for one that has run nothing.
   pub fn release_pooled_pages(&mut self) {

@@ -21,6 +21,7 @@ mod isolate;
 #[cfg(test)]
 mod isolate_cost;
 pub mod lockdown;
+mod memory_return;
 pub mod platform;
 pub mod run;
 mod sandbox_ext;

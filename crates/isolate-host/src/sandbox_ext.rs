@@ -17,6 +17,22 @@ use std::rc::Rc;
 use deno_core::{op2, v8, OpState};
 use deno_error::JsErrorBox;
 
+// What the ops call, each beside its subject. Explicit paths: build.rs
+// compiles this file too (for the snapshot), from another crate root.
+#[path = "sandbox_ext/digest.rs"]
+mod digest;
+#[path = "sandbox_ext/json_nesting.rs"]
+mod json_nesting;
+#[path = "sandbox_ext/lazy_sources.rs"]
+mod lazy_sources;
+#[path = "sandbox_ext/whatwg_url.rs"]
+mod whatwg_url;
+
+use digest::{digest, DIGESTS};
+use json_nesting::{json_nesting, JSON_NESTING_LEVEL_BYTES};
+use lazy_sources::LAZY_SOURCES;
+use whatwg_url::{URL_PARTS, URL_SETTERS};
+
 /// The run's reply pump: resolves with every reply that has arrived (at
 /// least one).
 pub type RepliesFuture = Pin<Box<dyn Future<Output = ReplyBatch>>>;
@@ -320,40 +336,6 @@ fn op_dsh_json_nesting_admitted(state: &mut OpState, scope: &mut v8::PinScope, t
   host.admit_transient_memory(depth.saturating_mul(JSON_NESTING_LEVEL_BYTES))
 }
 
-/// Native bytes V8's JSON parser holds per open nesting level, rounded
-/// up from the ~85 measured.
-const JSON_NESTING_LEVEL_BYTES: usize = 128;
-
-/// The deepest nesting of arrays and objects in JSON text (brackets inside
-/// strings do not count; malformed text is measured as far as it goes).
-fn json_nesting<T: Copy + Into<u32>>(units: &[T]) -> usize {
-  let (mut depth, mut deepest) = (0usize, 0usize);
-  let (mut in_string, mut escaped) = (false, false);
-  for &unit in units {
-    let unit: u32 = unit.into();
-    if in_string {
-      if escaped {
-        escaped = false;
-      } else if unit == u32::from(b'\\') {
-        escaped = true;
-      } else if unit == u32::from(b'"') {
-        in_string = false;
-      }
-      continue;
-    }
-    match u8::try_from(unit) {
-      Ok(b'"') => in_string = true,
-      Ok(b'[' | b'{') => {
-        depth += 1;
-        deepest = deepest.max(depth);
-      }
-      Ok(b']' | b'}') => depth = depth.saturating_sub(1),
-      _ => {}
-    }
-  }
-  deepest
-}
-
 /// Buffer: the UTF-8 length of `text` as Node counts it (V8's count: a
 /// lone surrogate is the 3 bytes of the U+FFFD written in its place).
 #[op2(nofast)]
@@ -379,45 +361,12 @@ fn op_dsh_latin1_write(scope: &mut v8::PinScope, text: v8::Local<v8::String>, #[
   text.length().min(buffer.len()) as u32
 }
 
-/// The sandbox's JS kept out of the snapshot, by name: each is compiled in
-/// an isolate only when a program first touches one of the globals it
-/// makes (js/14_lazy_globals.js says which). Few programs use them, and in
-/// the snapshot they would be deserialized into every isolate: more memory
-/// per waiting run and more time to prepare each isolate. The number
-/// `op_dsh_lazy_source` takes is the index here.
-const LAZY_SOURCES: [(&str, &str); 6] = [
-  // The `buffer` package, bundled (scripts/vendor-buffer.mjs): a script that
-  // leaves the package's exports in `bufferPackage`.
-  ("bufferPackage", include_str!("../../../js/vendor/buffer_package.js")),
-  ("buffer", include_str!("../../../js/lazy/buffer.js")),
-  ("crypto", include_str!("../../../js/lazy/crypto.js")),
-  ("events", include_str!("../../../js/lazy/events.js")),
-  ("navigator", include_str!("../../../js/lazy/navigator.js")),
-  ("performance", include_str!("../../../js/lazy/performance.js")),
-];
-
 /// The source of lazy module number `index` (see [`LAZY_SOURCES`]); empty
 /// for a number that names none.
 #[op2]
 #[string]
 fn op_dsh_lazy_source(index: u32) -> &'static str {
   LAZY_SOURCES.get(index as usize).map_or("", |(_, source)| source)
-}
-
-/// crypto.subtle.digest's algorithms; the number `op_dsh_digest` takes is
-/// the index here (js/lazy/crypto.js reads both through `op_dsh_protocol`).
-const DIGESTS: [&str; 4] = ["SHA-1", "SHA-256", "SHA-384", "SHA-512"];
-
-/// The digest of `data` by the algorithm named as in [`DIGESTS`].
-fn digest(name: &str, data: &[u8]) -> Option<Vec<u8>> {
-  use sha2::Digest;
-  Some(match name {
-    "SHA-1" => sha1::Sha1::digest(data).to_vec(),
-    "SHA-256" => sha2::Sha256::digest(data).to_vec(),
-    "SHA-384" => sha2::Sha384::digest(data).to_vec(),
-    "SHA-512" => sha2::Sha512::digest(data).to_vec(),
-    _ => return None,
-  })
 }
 
 /// crypto.subtle.digest: hashes `data` with algorithm number `algorithm`
@@ -477,47 +426,12 @@ fn op_dsh_preview_entries<'s, 'i>(
   out.into()
 }
 
-/// The components a URL object exposes; a component's index in what
-/// `op_dsh_url_parse` and `op_dsh_url_set` return is its index here.
-const URL_PARTS: [&str; 11] =
-  ["href", "origin", "protocol", "username", "password", "host", "hostname", "port", "pathname", "search", "hash"];
-
-/// The components `op_dsh_url_set` sets; the setter number is the index
-/// here. (`href` is set by parsing again: `op_dsh_url_parse`.)
-const URL_SETTERS: [&str; 9] =
-  ["protocol", "username", "password", "host", "hostname", "port", "pathname", "search", "hash"];
-
-fn url_parts(url: &url::Url) -> Vec<String> {
-  use url::quirks;
-  URL_PARTS
-    .iter()
-    .map(|part| match *part {
-      "href" => quirks::href(url).to_owned(),
-      "origin" => quirks::origin(url),
-      "protocol" => quirks::protocol(url).to_owned(),
-      "username" => quirks::username(url).to_owned(),
-      "password" => quirks::password(url).to_owned(),
-      "host" => quirks::host(url).to_owned(),
-      "hostname" => quirks::hostname(url).to_owned(),
-      "port" => quirks::port(url).to_owned(),
-      "pathname" => quirks::pathname(url).to_owned(),
-      "search" => quirks::search(url).to_owned(),
-      _ => quirks::hash(url).to_owned(),
-    })
-    .collect()
-}
-
 /// WHATWG URL parsing (`new URL(href, base)`): the URL's components, or
 /// `None` when it does not parse.
 #[op2]
 #[serde]
 fn op_dsh_url_parse(#[string] href: String, #[string] base: Option<String>) -> Option<Vec<String>> {
-  let base = match base {
-    Some(base) => Some(url::Url::parse(&base).ok()?),
-    None => None,
-  };
-  let url = url::Url::options().base_url(base.as_ref()).parse(&href).ok()?;
-  Some(url_parts(&url))
+  whatwg_url::parse(&href, base.as_deref())
 }
 
 /// Apply a WHATWG setter (`url.pathname = ...`) to `href`: the new
@@ -525,30 +439,7 @@ fn op_dsh_url_parse(#[string] href: String, #[string] base: Option<String>) -> O
 #[op2]
 #[serde]
 fn op_dsh_url_set(#[string] href: String, setter: u32, #[string] value: String) -> Option<Vec<String>> {
-  use url::quirks;
-  let mut url = url::Url::parse(&href).ok()?;
-  // Setters ignore invalid values, as the WHATWG setters do.
-  let _ = match *URL_SETTERS.get(setter as usize)? {
-    "protocol" => quirks::set_protocol(&mut url, &value),
-    "username" => quirks::set_username(&mut url, &value),
-    "password" => quirks::set_password(&mut url, &value),
-    "host" => quirks::set_host(&mut url, &value),
-    "hostname" => quirks::set_hostname(&mut url, &value),
-    "port" => quirks::set_port(&mut url, &value),
-    "pathname" => {
-      quirks::set_pathname(&mut url, &value);
-      Ok(())
-    }
-    "search" => {
-      quirks::set_search(&mut url, &value);
-      Ok(())
-    }
-    _ => {
-      quirks::set_hash(&mut url, &value);
-      Ok(())
-    }
-  };
-  Some(url_parts(&url))
+  whatwg_url::set(&href, setter, &value)
 }
 
 deno_core::extension!(
@@ -606,25 +497,3 @@ deno_core::extension!(
     _ => op,
   },
 );
-
-#[cfg(test)]
-mod tests {
-  use super::json_nesting;
-
-  fn depth(text: &str) -> usize {
-    let units: Vec<u16> = text.encode_utf16().collect();
-    let one_byte = json_nesting(text.as_bytes());
-    assert_eq!(one_byte, json_nesting(&units), "one-byte and two-byte views agree");
-    one_byte
-  }
-
-  #[test]
-  fn json_nesting_counts_open_levels_outside_strings() {
-    assert_eq!(depth("1"), 0);
-    assert_eq!(depth("[[[]],[]]"), 3);
-    assert_eq!(depth(r#"{"a":[{"b":[1]}]}"#), 4);
-    assert_eq!(depth(r#"["[[[[", "\"[[", "\\", [1]]"#), 2);
-    assert_eq!(depth("[[[[[["), 6, "unclosed text is measured as far as it goes");
-    assert_eq!(depth("]]]["), 1, "stray closers do not go below zero");
-  }
-}

@@ -42,6 +42,7 @@ use crate::control::RunControl;
 use crate::isolate::PreparedIsolate;
 use crate::ledger::{FailureKind, Outcomes, Output, OutputLedger};
 use crate::lock::lock;
+use crate::memory_return::{release_v8_page_pool, return_freed_memory, IdleReturn, MemoryReturn};
 use crate::run::{execute, finish_stopped, RunContext, RunEvents, RunJob};
 use crate::watchdog::Watchdog;
 
@@ -120,12 +121,7 @@ struct State {
   refused: u64,
   finished_cpu: Duration,
   isolates_disposed: u64,
-  memory_returns: u64,
-  /// When the last isolate whose freed memory was not all returned at
-  /// once was disposed (cleared by the next return).
-  unreturned_disposal: Option<Instant>,
-  /// A run since the last return left heap pages in V8's page pool.
-  v8_pool_due: bool,
+  memory: MemoryReturn,
 }
 
 /// Counts runs computing, from their budgets' phase changes; when one stops
@@ -217,9 +213,7 @@ impl Scheduler {
         refused: 0,
         finished_cpu: Duration::ZERO,
         isolates_disposed: 0,
-        memory_returns: 0,
-        unreturned_disposal: None,
-        v8_pool_due: false,
+        memory: MemoryReturn::default(),
       }),
       work: Condvar::new(),
       occupancy: Arc::default(),
@@ -315,7 +309,7 @@ impl Scheduler {
       refused: state.refused,
       cpu,
       isolates_disposed: state.isolates_disposed,
-      memory_returns: state.memory_returns,
+      memory_returns: state.memory.returns,
     }
   }
 
@@ -558,19 +552,10 @@ fn schedule_loop(shared: &Arc<Shared>) {
       }
     }
     let spawn = shared.plan_threads(&mut state, for_ready + for_reserve);
-    let mut return_memory = false;
-    let mut release_v8_pool = false;
-    if let Some(since) = state.unreturned_disposal {
-      if state.in_flight.is_empty() && state.queue.is_empty() {
-        match left_of(IDLE_RETURN_AFTER, since.elapsed()) {
-          Some(left) => recheck = sooner(recheck, left),
-          None => {
-            return_memory = true;
-            release_v8_pool = std::mem::take(&mut state.v8_pool_due);
-            state.unreturned_disposal = None;
-          }
-        }
-      }
+    let idle = state.in_flight.is_empty() && state.queue.is_empty();
+    let memory = state.memory.when_idle(idle);
+    if let IdleReturn::After(left) = memory {
+      recheck = sooner(recheck, left);
     }
     let retired = std::mem::take(&mut state.retired);
     let done = state.shutdown && state.queue.is_empty() && spawn.is_empty();
@@ -579,12 +564,12 @@ fn schedule_loop(shared: &Arc<Shared>) {
     for delivery in stopped {
       delivery.deliver();
     }
-    if return_memory {
-      if release_v8_pool {
+    if let IdleReturn::Now { v8_pool } = memory {
+      if v8_pool {
         release_v8_page_pool(&shared.config);
       }
       return_freed_memory();
-      lock(&shared.state).memory_returns += 1;
+      lock(&shared.state).memory.returned();
     }
     for id in spawn {
       spawn_run_thread(shared, id);
@@ -705,22 +690,13 @@ fn run_thread(shared: &Shared, id: usize) {
         let _entered = runtime.enter();
         spent.dispose()
       };
-      let returned = disposal.hit_cap || disposal.held >= RETURN_FREED_MEMORY_AFTER;
+      let returned = MemoryReturn::return_at_once(&disposal);
       if returned {
         return_freed_memory();
       }
-      let pooled = disposal.hit_cap || disposal.heap_allocated >= RETURN_FREED_MEMORY_AFTER as u64;
       let mut state = lock(&shared.state);
       state.isolates_disposed += 1;
-      if returned {
-        state.memory_returns += 1;
-      }
-      state.v8_pool_due |= pooled;
-      if returned && !state.v8_pool_due {
-        state.unreturned_disposal = None;
-      } else {
-        state.unreturned_disposal = Some(Instant::now());
-      }
+      state.memory.disposed(&disposal, returned);
       drop(state);
       // The scheduler returns what small runs freed, and V8's pool, once
       // all is idle.
@@ -730,50 +706,6 @@ fn run_thread(shared: &Shared, id: usize) {
       return shared.retire(id);
     }
   }
-}
-
-/// A run whose isolate made the allocator hold at least this much (see
-/// `SpentIsolate::dispose`), or that was stopped at a memory cap, has its
-/// freed memory returned to the OS once the isolate is gone. glibc keeps
-/// freed blocks in the run thread's arena and can give back only the
-/// arena's top on its own: whatever the next isolate allocates there pins
-/// the rest. Small runs are not worth the trim's walk over every arena
-/// (measured: trimming after every run cost one-at-a-time Code Mode runs
-/// ~20%); what many of them freed is returned once the runtime is idle.
-/// A run whose heap allocated this much has left pages in V8's page pool,
-/// which is released once the runtime is idle (see [`release_v8_page_pool`]).
-const RETURN_FREED_MEMORY_AFTER: usize = 16 << 20;
-
-/// Idle for this long after the last isolate was disposed, the scheduler
-/// returns what the runs since the last return freed (1000 runs at once
-/// leave ~500 MiB free in glibc's arenas). Long enough that runs which
-/// follow each other closely never pay for it.
-const IDLE_RETURN_AFTER: Duration = Duration::from_millis(250);
-
-/// Give back the heap pages V8 keeps pooled. V8 pools the pages every
-/// isolate frees, for the next isolates to reuse (a pooled page is already
-/// mapped and faulted in), and releases the pool from a task that new
-/// pooling schedules, at most once per `--memory-pool-timeout` + 4 s. The
-/// pages an isolate pools when it is disposed after that task ran stay
-/// until some later isolate pools more: a runtime gone idle after a big run
-/// kept that run's heap resident indefinitely. So once the runtime is idle,
-/// an isolate made here for the purpose asks V8, by a critical
-/// memory-pressure notification, to release every isolate's pooled pages
-/// (and runs a GC of its own small heap). Its own pages, pooled when it
-/// goes, are one fresh isolate's worth, reused by the next.
-fn release_v8_page_pool(config: &RuntimeConfig) {
-  let Ok(runtime) = tokio::runtime::Builder::new_current_thread().build() else { return };
-  let _entered = runtime.enter();
-  if let Ok(mut isolate) = PreparedIsolate::new(config) {
-    isolate.release_pooled_pages();
-  }
-}
-
-/// Give every arena's free pages back to the OS (`malloc_trim`).
-fn return_freed_memory() {
-  // SAFETY: malloc_trim only releases free memory; it is thread-safe and
-  // locks each arena while it walks it.
-  unsafe { libc::malloc_trim(0) };
 }
 
 /// The output of a run whose substrate (thread runtime or isolate) could
