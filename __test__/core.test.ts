@@ -197,9 +197,12 @@ describe('programs', () => {
     })
   })
 
-  it('concurrent runs beyond the pool all complete', async () => {
-    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => m.run(`return ${i} * 2`)))
+  it('runs beyond maxConcurrentRuns wait in the queue, and all complete in order of their results', async () => {
+    const narrow = await mount({ maxConcurrentRuns: 2 })
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => narrow.run(`return ${i} * 2`)))
     expect(results.map((r) => r.value)).toEqual(Array.from({ length: 20 }, (_, i) => i * 2))
+    expect(narrow.runtime.stats()).toMatchObject({ queued: 0, inFlight: 0, outcomes: { ok: 20 } })
+    await narrow.dispose()
   })
 })
 

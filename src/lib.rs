@@ -352,11 +352,11 @@ impl NativeRuntime {
   /// through the same output ledger as every other result.
   #[napi]
   pub fn fail_before_start(&self, kind: String, message: Utf16String) -> Result<NativeRunResult> {
-    let kind = match kind.as_str() {
-      "abort" => FailureKind::Abort,
-      "exception" => FailureKind::Exception,
-      _ => return Err(Error::new(Status::InvalidArg, format!("unknown failure kind {kind}"))),
-    };
+    // The kinds a run can end with before it starts (a pre-aborted signal
+    // is `abort`); the rest need a run.
+    let kind = FailureKind::from_name(&kind)
+      .filter(|kind| matches!(kind, FailureKind::Abort | FailureKind::Exception))
+      .ok_or_else(|| Error::new(Status::InvalidArg, format!("a run cannot fail before it starts with {kind}")))?;
     let output = OutputLedger::new(self.core.max_output_bytes).finish_failure(kind, message.to_vec());
     self.core.supervisor.count_outcome(&output.completion);
     Ok(output.into())

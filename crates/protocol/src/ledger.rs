@@ -49,6 +49,11 @@ impl FailureKind {
     FailureKind::ALL.get(usize::from(code)).copied()
   }
 
+  /// The kind the seam spells `name`, if any.
+  pub fn from_name(name: &str) -> Option<FailureKind> {
+    FailureKind::ALL.into_iter().find(|kind| kind.as_str() == name)
+  }
+
   /// The seam's spelling of the kind.
   pub fn as_str(self) -> &'static str {
     match self {
