@@ -92,3 +92,32 @@ export function mismatches(cases: string[], node: unknown[], isolate: unknown[])
     return here === there ? [] : [`${source}\n  node:    ${there}\n  isolate: ${here}`]
   })
 }
+
+/**
+ * A program that runs each case (an expression, awaited) and returns what
+ * each gave, described as plain JSON the same way wherever it runs (the
+ * isolate, this Node, a Node worker): `{ ok: value }` or `{ threw: error }`.
+ * With `bigintValues: false` a bigint is described by its type only.
+ */
+export function casesProgram(cases: string[], { bigintValues = true } = {}): string {
+  const describe = `function describe(value) {
+  if (typeof value === 'bigint') return { bigint: ${bigintValues ? 'String(value)' : 'true'} }
+  if (typeof value === 'number' && !Number.isFinite(value)) return { number: String(value) }
+  if (value === undefined) return { undefined: true }
+  if (typeof value === 'function') return { function: value.name }
+  if (typeof value === 'symbol') return { symbol: String(value) }
+  if (value instanceof ArrayBuffer) return { ArrayBuffer: Array.from(new Uint8Array(value), (b) => b.toString(16).padStart(2, '0')).join('') }
+  if (value instanceof Error || value instanceof DOMException) return { error: { name: value.name, code: value.code ?? null, message: value.message } }
+  if (Array.isArray(value)) return value.map(describe)
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, describe(v)]))
+  return value
+}
+async function attempt(f) {
+  try {
+    return { ok: describe(await f()) }
+  } catch (error) {
+    return { threw: describe(error) }
+  }
+}`
+  return `${describe}\nconst results = []\n${cases.map((source) => `results.push(await attempt(() => ${source}))`).join('\n')}\nreturn results`
+}

@@ -9,27 +9,7 @@
 import { readFileSync } from 'node:fs'
 import { inspect } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { fromNodeWorker, inNodeWorker, mismatches, mount, type Mounted } from './helpers.js'
-
-const DESCRIBE = `function describe(value) {
-  if (typeof value === 'bigint') return { bigint: String(value) }
-  if (typeof value === 'number' && !Number.isFinite(value)) return { number: String(value) }
-  if (value === undefined) return { undefined: true }
-  if (typeof value === 'function') return { function: value.name }
-  if (typeof value === 'symbol') return { symbol: String(value) }
-  if (value instanceof ArrayBuffer) return { ArrayBuffer: Array.from(new Uint8Array(value), (b) => b.toString(16).padStart(2, '0')).join('') }
-  if (value instanceof Error || value instanceof DOMException) return { error: { name: value.name, code: value.code ?? null, message: value.message } }
-  if (Array.isArray(value)) return value.map(describe)
-  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, describe(v)]))
-  return value
-}
-async function attempt(f) {
-  try {
-    return { ok: describe(await f()) }
-  } catch (error) {
-    return { threw: describe(error) }
-  }
-}`
+import { casesProgram, fromNodeWorker, inNodeWorker, mismatches, mount, type Mounted } from './helpers.js'
 
 const cases: string[] = [
   // global, navigator
@@ -110,7 +90,7 @@ afterAll(() => m.dispose())
 
 describe('each global behaves as Node', () => {
   it(`${cases.length} cases give Node's results`, async () => {
-    const body = `${DESCRIBE}\nconst results = []\n${cases.map((source) => `results.push(await attempt(() => ${source}))`).join('\n')}\nreturn results`
+    const body = casesProgram(cases)
     const result = await m.run(body)
     expect(result.error?.message).toBeUndefined()
     const AsyncFunction = (async () => {}).constructor as new (body: string) => () => Promise<unknown[]>
