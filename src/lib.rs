@@ -87,32 +87,26 @@ pub struct NativeConfig {
   pub host_max_rss_mb: f64,
 }
 
-/// Finished runs by outcome: `ok` for a completion, else the seam's
-/// failure kind.
-#[napi(object, object_from_js = false)]
-pub struct NativeOutcomes {
-  pub ok: f64,
-  pub exception: f64,
-  pub timeout: f64,
-  pub abort: f64,
-  pub worker_exit: f64,
-  pub invalid_output: f64,
-  pub output_limit: f64,
+/// The napi twin of `Outcomes`, made from the one list of kinds.
+macro_rules! native_outcomes {
+  ($(($variant:ident, $name:literal, $field:ident)),* $(,)?) => {
+    /// Finished runs by outcome: `ok` for a completion, else the seam's
+    /// failure kind.
+    #[napi(object, object_from_js = false)]
+    pub struct NativeOutcomes {
+      pub ok: f64,
+      $(pub $field: f64),*
+    }
+
+    impl From<Outcomes> for NativeOutcomes {
+      fn from(outcomes: Outcomes) -> Self {
+        NativeOutcomes { ok: outcomes.ok as f64, $($field: outcomes.$field as f64),* }
+      }
+    }
+  };
 }
 
-impl From<Outcomes> for NativeOutcomes {
-  fn from(outcomes: Outcomes) -> Self {
-    NativeOutcomes {
-      ok: outcomes.ok as f64,
-      exception: outcomes.exception as f64,
-      timeout: outcomes.timeout as f64,
-      abort: outcomes.abort as f64,
-      worker_exit: outcomes.worker_exit as f64,
-      invalid_output: outcomes.invalid_output as f64,
-      output_limit: outcomes.output_limit as f64,
-    }
-  }
-}
+dsh_protocol::failure_kinds!(native_outcomes);
 
 /// A snapshot of the runtime for operators. The run counts are taken
 /// together: `inFlight === starting + computing + waiting`.

@@ -16,29 +16,71 @@ pub enum Completion {
   Failure { kind: FailureKind, message: Vec<u16> },
 }
 
-/// The failure taxonomy of the seam (`CodeRunFailure.kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureKind {
-  Exception,
-  Timeout,
-  Abort,
-  WorkerExit,
-  InvalidOutput,
-  OutputLimit,
+/// The seam's failure kinds (`CodeRunFailure.kind`), each written once:
+/// its variant, the seam's spelling of it, and its field in the outcome
+/// counts (`stats().outcomes`, camel-cased there). Every list of kinds is
+/// made from this one: the enum and its channel codes here, the counts
+/// here, the addon's napi outcome object (`failure_kinds!(native_outcomes)`
+/// in its lib.rs). Expands `$then!` with the list.
+#[macro_export]
+macro_rules! failure_kinds {
+  ($then:ident) => {
+    $then! {
+      (Exception, "exception", exception),
+      (Timeout, "timeout", timeout),
+      (Abort, "abort", abort),
+      (WorkerExit, "worker-exit", worker_exit),
+      (InvalidOutput, "invalid-output", invalid_output),
+      (OutputLimit, "output-limit", output_limit),
+    }
+  };
 }
 
-impl FailureKind {
-  /// Every kind, in the order of its code on the channel
-  /// (`frame.rs`: a failure crosses as its index here).
-  const ALL: [FailureKind; 6] = [
-    FailureKind::Exception,
-    FailureKind::Timeout,
-    FailureKind::Abort,
-    FailureKind::WorkerExit,
-    FailureKind::InvalidOutput,
-    FailureKind::OutputLimit,
-  ];
+macro_rules! define_failure_kinds {
+  ($(($variant:ident, $name:literal, $field:ident)),* $(,)?) => {
+    /// The failure taxonomy of the seam (`CodeRunFailure.kind`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum FailureKind {
+      $($variant),*
+    }
 
+    impl FailureKind {
+      /// Every kind, in the order of its code on the channel
+      /// (`frame.rs`: a failure crosses as its index here).
+      const ALL: &[FailureKind] = &[$(FailureKind::$variant),*];
+
+      /// The seam's spelling of the kind.
+      pub fn as_str(self) -> &'static str {
+        match self {
+          $(FailureKind::$variant => $name),*
+        }
+      }
+    }
+
+    /// Finished runs by outcome (the seam's kinds, `ok` for a completion).
+    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+    pub struct Outcomes {
+      pub ok: u64,
+      $(pub $field: u64),*
+    }
+
+    impl Outcomes {
+      pub fn count(&mut self, completion: &Completion) {
+        let counter = match completion {
+          Completion::Value(_) | Completion::NoValue => &mut self.ok,
+          Completion::Failure { kind, .. } => match kind {
+            $(FailureKind::$variant => &mut self.$field),*
+          },
+        };
+        *counter += 1;
+      }
+    }
+  };
+}
+
+failure_kinds!(define_failure_kinds);
+
+impl FailureKind {
   /// The kind's code on the channel.
   pub fn code(self) -> u8 {
     FailureKind::ALL.iter().position(|kind| *kind == self).map_or(u8::MAX, |at| at as u8)
@@ -51,48 +93,7 @@ impl FailureKind {
 
   /// The kind the seam spells `name`, if any.
   pub fn from_name(name: &str) -> Option<FailureKind> {
-    FailureKind::ALL.into_iter().find(|kind| kind.as_str() == name)
-  }
-
-  /// The seam's spelling of the kind.
-  pub fn as_str(self) -> &'static str {
-    match self {
-      FailureKind::Exception => "exception",
-      FailureKind::Timeout => "timeout",
-      FailureKind::Abort => "abort",
-      FailureKind::WorkerExit => "worker-exit",
-      FailureKind::InvalidOutput => "invalid-output",
-      FailureKind::OutputLimit => "output-limit",
-    }
-  }
-}
-
-/// Finished runs by outcome (the seam's kinds, `ok` for a completion).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Outcomes {
-  pub ok: u64,
-  pub exception: u64,
-  pub timeout: u64,
-  pub abort: u64,
-  pub worker_exit: u64,
-  pub invalid_output: u64,
-  pub output_limit: u64,
-}
-
-impl Outcomes {
-  pub fn count(&mut self, completion: &Completion) {
-    let counter = match completion {
-      Completion::Value(_) | Completion::NoValue => &mut self.ok,
-      Completion::Failure { kind, .. } => match kind {
-        FailureKind::Exception => &mut self.exception,
-        FailureKind::Timeout => &mut self.timeout,
-        FailureKind::Abort => &mut self.abort,
-        FailureKind::WorkerExit => &mut self.worker_exit,
-        FailureKind::InvalidOutput => &mut self.invalid_output,
-        FailureKind::OutputLimit => &mut self.output_limit,
-      },
-    };
-    *counter += 1;
+    FailureKind::ALL.iter().copied().find(|kind| kind.as_str() == name)
   }
 }
 
