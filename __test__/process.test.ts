@@ -69,6 +69,9 @@ const cases: string[] = [
   "(() => { const r = []; for (const v of [3, '4', null, undefined, 0]) { process.exitCode = v; r.push(process.exitCode) } process.exitCode = undefined; return r })()",
   '(() => { try { process.exitCode = 1.5 } catch (e) { return e } })()', "(() => { try { process.exitCode = 'abc' } catch (e) { return e } })()",
   '(() => { try { process.exitCode = true } catch (e) { return e } })()', '(() => { try { process.exitCode = {} } catch (e) { return e } })()',
+  "(() => { try { process.exitCode = 'a string longer than twenty-eight characters' } catch (e) { return e } })()",
+  "(() => { try { process.exitCode = \"it's\" } catch (e) { return e } })()",
+  '(() => { try { process.exitCode = Object.create(null) } catch (e) { return e } })()', '(() => { try { process.exitCode = 10n } catch (e) { return e } })()',
   "(() => { const d = Object.getOwnPropertyDescriptor(process, 'exitCode'); return [typeof d.get, typeof d.set, d.enumerable, d.configurable] })()",
 ]
 

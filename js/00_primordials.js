@@ -8,8 +8,19 @@
 // strings rendered from its own values, as console rendering pushes them
 // into arrays; they never see an object of the sandbox's.)
 //
-// Everything the later files need lives on one temporary global,
-// `__dsh`, which 99_bootstrap.js deletes before a program can see it.
+// The files after this one share nothing but one registry, the temporary
+// global `__dsh` (deleted by 99_bootstrap.js before a program can see it):
+// each file takes, by destructuring at its top, the entries of the files
+// before it that it needs, and adds its own entry with `__dsh.provide`,
+// frozen and defined once, so no file changes what another provides. A
+// file that needs an entry of a later file (nodeErrors, run) keeps the
+// registry and reads that entry when called, after every file has loaded.
+//
+// Provides:
+// - primordials: the captured intrinsics (frozen, as deno_core's are);
+// - native: deno_core's `core`, the sandbox's ops and the protocol table;
+// - api: what shapes the sandbox's API classes and globals as Node's
+//   (internalKey, setToStringTag, defineGlobal).
 "use strict";
 
 ((globalThis) => {
@@ -313,7 +324,7 @@
   }
   // %TypedArray%, which Uint8Array's methods come from.
   recordWithPrototype(Object.getPrototypeOf(Uint8Array));
-  p.intrinsicGlobals = intrinsicGlobals;
+  p.intrinsicGlobals = Object.freeze(intrinsicGlobals);
   p.intrinsicMembers = intrinsicMembers;
   // deno_core exposes the engine's proxy check; the host passes util.types.isProxy.
   p.isProxy = globalThis.Deno.core.isProxy;
@@ -346,14 +357,12 @@
 
   // The key the sandbox's own API classes (Crypto, Navigator, Performance,
   // AbortSignal, ...) are constructed with: programs never see it, so their
-  // `new` throws as Node's illegal constructors do (13_node_errors.js).
+  // `new` throws as Node's illegal constructors do
+  // (13_node_errors.js: checkConstructorKey).
   const internalKey = Symbol("internal constructor key");
-  const dsh = {
+  const api = {
     __proto__: null,
     internalKey,
-    checkConstructorKey(key) {
-      if (key !== internalKey) throw dsh.nodeErrors.illegalConstructor();
-    },
     // Web IDL classes carry their name as Symbol.toStringTag on the
     // prototype (what Object.prototype.toString and console show).
     // Called by lazy modules after a program may have replaced the
@@ -368,16 +377,24 @@
     defineGlobal(name, value, enumerable) {
       p.ObjectDefineProperty(globalThis, name, { __proto__: null, value, writable: true, configurable: true, enumerable });
     },
-    primordials: p,
-    ops: Object.freeze(ops),
-    protocol: Object.freeze(protocol),
-    // [name, value, enumerable?]: the globals defineGlobals() (99_bootstrap.js)
-    // defines while the snapshot is made; frozen then.
-    webGlobals: [],
-    // (host, engine) => void: told the host's facts at seal() ({ nodeMajor,
-    // nodeVersion, hardwareConcurrency, platform }, and { v8, arch }:
-    // crates/isolate-host/src/isolate.rs).
-    nodeLineFollowers: [],
   };
-  globalThis.__dsh = dsh;
+
+  // Nothing adds to the primordials after this point: every file reads the
+  // same intrinsics, and none can replace one under another.
+  Object.freeze(p);
+
+  const registry = p.ObjectCreate(null);
+  /**
+   * Add entry `name` to the registry: frozen (a function's own properties
+   * too), read-only, and only once, so an entry is what its file made it.
+   */
+  function provide(name, entry) {
+    if (p.ObjectHasOwn(registry, name)) throw new p.Error(`__dsh.${name} is provided twice`);
+    p.ObjectDefineProperty(registry, name, { __proto__: null, value: p.ObjectFreeze(entry), enumerable: true });
+  }
+  p.ObjectDefineProperty(registry, "provide", { __proto__: null, value: provide });
+  provide("primordials", p);
+  provide("native", { __proto__: null, core: globalThis.Deno.core, ops: Object.freeze(ops), protocol: Object.freeze(protocol) });
+  provide("api", api);
+  globalThis.__dsh = registry;
 })(globalThis);

@@ -8,6 +8,9 @@
 // every property exactly once, and produces compact JSON text, or returns
 // `undefined` when the value is not lossless JSON. It never calls toJSON,
 // never consults a mutable prototype, and refuses Proxies outright.
+//
+// Takes: primordials. Provides losslessJson: { encode, decode, TOO_LARGE,
+// create(scanLongStrings) }.
 "use strict";
 
 ((globalThis) => {
@@ -226,5 +229,12 @@
     return p.ObjectFreeze({ __proto__: null, encode, decode, TOO_LARGE });
   }
 
-  globalThis.__dsh.losslessJson = createLosslessJson(globalThis.__dsh.primordials, globalThis.__dsh.scanLongStrings === true);
+  const { primordials, provide } = globalThis.__dsh;
+  // The isolate's V8 copies long strings in JSON.stringify; the host realm
+  // makes its own with create(), told whether its V8 does.
+  provide("losslessJson", {
+    __proto__: null,
+    ...createLosslessJson(primordials, false),
+    create: (scanLongStrings) => createLosslessJson(primordials, scanLongStrings),
+  });
 })(globalThis);

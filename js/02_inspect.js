@@ -8,12 +8,17 @@
 // Engine facts Node gets from its bindings (promise state, proxy target,
 // type checks) come from deno_core's equivalents, captured before the seal.
 // Rendering never throws: a failure anywhere falls back to a plain tag.
+//
+// Takes: primordials, native (core, ops). Provides inspect: { inspect,
+// ownNonIndexKeys, getStringWidth, programStack, followNodeLine(host) }.
 "use strict";
 
 ((globalThis) => {
-  const dsh = globalThis.__dsh;
-  const p = dsh.primordials;
-  const core = globalThis.Deno.core;
+  const {
+    primordials: p,
+    native: { core, ops },
+    provide,
+  } = globalThis.__dsh;
   const {
     ArrayIsArray,
     ArrayPrototypeJoin,
@@ -82,6 +87,22 @@
     RegExp,
     Map: SafeMap,
   } = p;
+
+  // Frames of the sandbox's and deno_core's own files (`ext:...`) say
+  // nothing to the model: drop those frame lines, keep everything else.
+  const internalFrame = new RegExp("^\\s+at (?:.*\\()?ext:");
+  // A plain loop, not filter/join: Array.prototype.filter consults the
+  // program-mutable `constructor[Symbol.species]` of its array.
+  /** `stack` without the sandbox's own frames. */
+  function programStack(stack) {
+    const lines = p.StringSplitLiteral(stack, "\n");
+    let kept;
+    for (let i = 0; i < lines.length; i++) {
+      if (p.RegExpTest(internalFrame, lines[i])) continue;
+      kept = kept === undefined ? lines[i] : `${kept}\n${lines[i]}`;
+    }
+    return kept ?? "";
+  }
   const isAsyncFunction = core.isAsyncFunction;
   const isGeneratorFunction = core.isGeneratorFunction;
   const isArgumentsObject = core.isArgumentsObject;
@@ -728,7 +749,7 @@
       // A throwing `stack` getter is ignored.
     }
     if (stack) {
-      if (typeof stack === "string") return dsh.programStack ? dsh.programStack(stack) : stack;
+      if (typeof stack === "string") return programStack(stack);
       return `${ErrorPrototypeToString(error)}\n    ${inspectWith(stack, { __proto__: null })}`;
     }
     return ErrorPrototypeToString(error);
@@ -1039,7 +1060,7 @@
   // Entries of a Map/Set iterator from its position, read by the engine
   // without advancing it (Node's previewEntries).
   function formatIterator(braces, ctx, value, recurseTimes) {
-    const preview = dsh.ops.op_dsh_preview_entries(value);
+    const preview = ops.op_dsh_preview_entries(value);
     if (preview === undefined) return ["<items unknown>"];
     const entries = preview[0];
     if (preview[1]) {
@@ -1180,9 +1201,13 @@
       }
     }
   }
-  dsh.inspect = inspect;
-  // Buffer's rendering lists the properties a Buffer carries beyond its bytes.
-  dsh.ownNonIndexKeys = getOwnNonIndexProperties;
-  p.ArrayPrototypePush(dsh.nodeLineFollowers, (host) => followNodeLine(host.nodeMajor));
-  dsh.getStringWidth = getStringWidth;
+  provide("inspect", {
+    __proto__: null,
+    inspect,
+    // Buffer's rendering lists the properties a Buffer carries beyond its bytes.
+    ownNonIndexKeys: getOwnNonIndexProperties,
+    getStringWidth,
+    programStack,
+    followNodeLine: (host) => followNodeLine(host.nodeMajor),
+  });
 })(globalThis);

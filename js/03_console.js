@@ -5,11 +5,18 @@
 // rules: strings raw, everything else through inspect, joined by a space,
 // no %-format processing, no trailing newline. Each call appends ONE log
 // entry through the output ledger, eagerly, so logs survive any failure.
+//
+// Takes: primordials, native (core, ops), inspect. Provides console:
+// { writeLog, makeConsole }.
 "use strict";
 
 ((globalThis) => {
-  const dsh = globalThis.__dsh;
-  const { primordials: p, ops } = dsh;
+  const {
+    primordials: p,
+    native: { core, ops },
+    inspect: { inspect, getStringWidth, programStack },
+    provide,
+  } = globalThis.__dsh;
   const {
     ObjectCreate,
     ObjectKeys,
@@ -28,7 +35,6 @@
     MathFloor,
     Number,
   } = p;
-  const core = globalThis.Deno.core;
 
   /** Append one entry to the run's logs (the ledger may stop the run). */
   function writeLog(text) {
@@ -37,11 +43,10 @@
       for (;;) {}
     }
   }
-  dsh.writeLog = writeLog;
 
   function render(args) {
     return ArrayPrototypeJoin(
-      ArrayPrototypeMap(args, (arg) => (typeof arg === "string" ? arg : dsh.inspect(arg))),
+      ArrayPrototypeMap(args, (arg) => (typeof arg === "string" ? arg : inspect(arg))),
       " ",
     );
   }
@@ -67,7 +72,7 @@
     let out = tableChars.left;
     for (let i = 0; i < row.length; i++) {
       const cell = row[i];
-      const needed = columnWidths[i] - dsh.getStringWidth(cell);
+      const needed = columnWidths[i] - getStringWidth(cell);
       out += cell + StringPrototypeRepeat(" ", p.MathMax(0, needed));
       if (i !== row.length - 1) out += tableChars.middle;
     }
@@ -76,7 +81,7 @@
 
   function renderTable(head, columns) {
     const rows = [];
-    const columnWidths = ArrayPrototypeMap(head, (h) => dsh.getStringWidth(h));
+    const columnWidths = ArrayPrototypeMap(head, (h) => getStringWidth(h));
     let longestColumn = 0;
     for (let i = 0; i < columns.length; i++) longestColumn = MathMax(longestColumn, columns[i].length);
     for (let i = 0; i < head.length; i++) {
@@ -84,7 +89,7 @@
       for (let j = 0; j < longestColumn; j++) {
         if (rows[j] === undefined) rows[j] = [];
         const value = (rows[j][i] = ObjectHasOwn(column, j) ? column[j] : "");
-        columnWidths[i] = MathMax(columnWidths[i] || 0, dsh.getStringWidth(value));
+        columnWidths[i] = MathMax(columnWidths[i] || 0, getStringWidth(value));
       }
     }
     const divider = ArrayPrototypeMap(columnWidths, (w) => StringPrototypeRepeat(tableChars.middleMiddle, w + 2));
@@ -145,12 +150,12 @@
       error: print,
       dirxml: print,
       dir(object, options) {
-        emit(dsh.inspect(object, { __proto__: null, customInspect: false, ...(options !== null && typeof options === "object" ? options : {}) }));
+        emit(inspect(object, { __proto__: null, customInspect: false, ...(options !== null && typeof options === "object" ? options : {}) }));
       },
       trace(...args) {
         const err = { name: "Trace", message: render(args) };
         p.ErrorCaptureStackTrace(err, methods.trace);
-        emit(dsh.programStack(err.stack));
+        emit(programStack(err.stack));
       },
       assert(expression, ...args) {
         if (!expression) {
@@ -206,7 +211,7 @@
         if (tabularData === null || typeof tabularData !== "object") return print(tabularData);
         const inspectCell = (v) => {
           const depth = v !== null && typeof v === "object" && !ArrayIsArray(v) && !core.isTypedArray(v) && ObjectKeys(v).length > 2 ? -1 : 0;
-          return dsh.inspect(v, { __proto__: null, depth, maxArrayLength: 3, breakLength: Infinity });
+          return inspect(v, { __proto__: null, depth, maxArrayLength: 3, breakLength: Infinity });
         };
         const indexArray = (length) => {
           const out = [];
@@ -274,5 +279,5 @@
     }
     return console;
   }
-  dsh.makeConsole = makeConsole;
+  provide("console", { __proto__: null, writeLog, makeConsole });
 })(globalThis);

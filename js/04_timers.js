@@ -2,12 +2,20 @@
 // Timers: setTimeout, setInterval, setImmediate and their clears.
 // A timer keeps the run alive until it fires or is cleared, as in Node, and
 // is handed out as Node's Timeout shape, so Node-style code runs.
+//
+// Takes: primordials, native (core); when called, nodeErrors
+// (13_node_errors.js) and run (99_bootstrap.js), which load later.
+// Provides timers: { holdCallbacks, releaseCallbacks, queueTask, setTimer,
+// followNodeLine(host), globals }.
 "use strict";
 
 ((globalThis) => {
-  const dsh = globalThis.__dsh;
-  const { primordials: p, ops } = dsh;
-  const core = globalThis.Deno.core;
+  const registry = globalThis.__dsh;
+  const {
+    primordials: p,
+    native: { core },
+    provide,
+  } = registry;
   const { ReflectApply } = p;
 
   // Timer callbacks held back until the rejections that the program's
@@ -21,10 +29,10 @@
   // refreshed its timer (in Node, which runs them one by one, it then never
   // runs).
   let held = null;
-  dsh.holdTimerCallbacks = () => {
+  const holdCallbacks = () => {
     held = [];
   };
-  dsh.releaseTimerCallbacks = () => {
+  const releaseCallbacks = () => {
     const callbacks = held;
     held = null;
     for (let i = 0; i < callbacks.length; i++) {
@@ -48,7 +56,7 @@
       try {
         ReflectApply(callback, undefined, args);
       } catch (error) {
-        dsh.reportFailure(error);
+        registry.run.reportFailure(error);
       }
     };
   }
@@ -142,9 +150,7 @@
   delete Timeout.clear;
 
   function schedule(callback, delay, args, repeat) {
-    if (typeof callback !== "function") {
-      throw new p.TypeError('The "callback" argument must be of type function');
-    }
+    if (typeof callback !== "function") throw registry.nodeErrors.invalidArgType("callback", "Function", callback);
     const ms = +delay;
     return new Timeout(guarded(callback, args), ms >= 1 ? ms : 1, repeat);
   }
@@ -157,10 +163,7 @@
     const run = guarded(callback, []);
     core.createTimer(() => deliver(run, always), 1, undefined, false, true, true);
   }
-  dsh.queueTask = queueTask;
 
-  /** A timer for the sandbox's own APIs (AbortSignal.timeout). */
-  dsh.setTimer = (callback, delay) => schedule(callback, delay, [], false);
 
   // Node's Immediate: its own properties are what Node's has (console shows
   // them), pending ones linked in order through _idleNext / _idlePrev as in
@@ -178,9 +181,6 @@
   // Node 22 leaves a spent immediate's _argv and sets _onImmediate to null;
   // 24 and later set both to undefined.
   let spentIsUndefined = false;
-  p.ArrayPrototypePush(dsh.nodeLineFollowers, (host) => {
-    spentIsUndefined = host.nodeMajor >= 24;
-  });
 
   function spend(immediate) {
     immediate._destroyed = true;
@@ -235,7 +235,7 @@
   }
 
   function setImmediate(callback, ...args) {
-    if (typeof callback !== "function") throw dsh.nodeErrors.invalidArgType("callback", "Function", callback);
+    if (typeof callback !== "function") throw registry.nodeErrors.invalidArgType("callback", "Function", callback);
     const immediate = new Immediate(callback, args);
     if (tail !== null) {
       tail._idleNext = immediate;
@@ -265,23 +265,51 @@
     core.cancelTimer(timer);
   }
 
-  const globals = dsh.webGlobals;
+  // [name, value, enumerable]: the globals 99_bootstrap.js defines.
   // Enumerable, as Node's timer globals are.
-  const define = (name, value) => p.ArrayPrototypePush(globals, [name, value, true]);
-  {
-    define("setImmediate", setImmediate);
-    define("clearImmediate", clearImmediate);
-    define("setTimeout", function setTimeout(callback, delay, ...args) {
-      return schedule(callback, delay, args, false);
-    });
-    define("setInterval", function setInterval(callback, delay, ...args) {
-      return schedule(callback, delay, args, true);
-    });
-    define("clearTimeout", function clearTimeout(id) {
-      clear(id);
-    });
-    define("clearInterval", function clearInterval(id) {
-      clear(id);
-    });
-  }
+  const globals = [
+    ["setImmediate", setImmediate, true],
+    ["clearImmediate", clearImmediate, true],
+    [
+      "setTimeout",
+      function setTimeout(callback, delay, ...args) {
+        return schedule(callback, delay, args, false);
+      },
+      true,
+    ],
+    [
+      "setInterval",
+      function setInterval(callback, delay, ...args) {
+        return schedule(callback, delay, args, true);
+      },
+      true,
+    ],
+    [
+      "clearTimeout",
+      function clearTimeout(id) {
+        clear(id);
+      },
+      true,
+    ],
+    [
+      "clearInterval",
+      function clearInterval(id) {
+        clear(id);
+      },
+      true,
+    ],
+  ];
+
+  provide("timers", {
+    __proto__: null,
+    holdCallbacks,
+    releaseCallbacks,
+    queueTask,
+    /** A timer for the sandbox's own APIs (AbortSignal.timeout, Atomics.waitAsync). */
+    setTimer: (callback, delay) => schedule(callback, delay, [], false),
+    followNodeLine(host) {
+      spentIsUndefined = host.nodeMajor >= 24;
+    },
+    globals: p.ObjectFreeze(globals),
+  });
 })(globalThis);

@@ -2,11 +2,17 @@
 // DOMException (WebIDL), shaped as Node's: an Error whose name, message and
 // code are accessors, with the legacy code constants; the sandbox's web
 // APIs (atob, btoa, structuredClone, crypto) throw it, as Node's do.
+//
+// Takes: primordials, api (setToStringTag). Provides domException:
+// { DOMException, domException(message, name, caller), globals }.
 "use strict";
 
 ((globalThis) => {
-  const dsh = globalThis.__dsh;
-  const { primordials: p } = dsh;
+  const {
+    primordials: p,
+    api: { setToStringTag },
+    provide,
+  } = globalThis.__dsh;
   const { ObjectDefineProperty, String } = p;
 
   // [legacy constant name, error name] by code (WebIDL's table).
@@ -68,20 +74,23 @@
       return CODES[this.#name] ?? 0;
     }
   }
-  dsh.setToStringTag(DOMException);
+  setToStringTag(DOMException);
   for (let i = 0; i < LEGACY.length; i++) {
     const constant = { __proto__: null, value: i + 1, enumerable: true };
     ObjectDefineProperty(DOMException, LEGACY[i][0], constant);
     ObjectDefineProperty(DOMException.prototype, LEGACY[i][0], constant);
   }
 
-  /** A DOMException, its stack captured without the sandbox's own frame. */
-  dsh.domException = (message, name, caller) => {
-    const error = new DOMException(message, name);
-    p.ErrorCaptureStackTrace(error, caller);
-    return error;
-  };
-  // For the sandbox's own APIs: the global can be replaced by a program.
-  dsh.DOMException = DOMException;
-  p.ArrayPrototypePush(dsh.webGlobals, ["DOMException", DOMException]);
+  provide("domException", {
+    __proto__: null,
+    // For the sandbox's own APIs: the global can be replaced by a program.
+    DOMException,
+    /** A DOMException, its stack captured without the sandbox's own frame. */
+    domException(message, name, caller) {
+      const error = new DOMException(message, name);
+      p.ErrorCaptureStackTrace(error, caller);
+      return error;
+    },
+    globals: p.ObjectFreeze([["DOMException", DOMException]]),
+  });
 })(globalThis);

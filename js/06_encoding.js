@@ -1,11 +1,17 @@
 // Copyright the dsh-code-runtime-v8 authors. MIT license.
 // TextEncoder, TextDecoder (utf-8, utf-16le, latin1), atob and btoa,
 // behaving as Node's do.
+//
+// Takes: primordials, domException. Provides encoding: { utf8Encode,
+// TextDecoder, globals }.
 "use strict";
 
 ((globalThis) => {
-  const dsh = globalThis.__dsh;
-  const p = dsh.primordials;
+  const {
+    primordials: p,
+    domException: { domException },
+    provide,
+  } = globalThis.__dsh;
   const { Uint8Array, String, StringFromCharCode, StringPrototypeCharCodeAt, StringPrototypeToLowerCase, StringPrototypeTrim, TypeError, RangeError } = p;
 
   /**
@@ -190,7 +196,7 @@
   }
 
   const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  const invalidCharacter = (message, caller) => dsh.domException(message, "InvalidCharacterError", caller);
+  const invalidCharacter = (message, caller) => domException(message, "InvalidCharacterError", caller);
 
   function btoa(data) {
     if (arguments.length === 0) throw new TypeError('The "data" argument must be specified');
@@ -236,12 +242,17 @@
     return out;
   }
 
-  const define = (name, value) => p.ArrayPrototypePush(dsh.webGlobals, [name, value]);
-  define("TextEncoder", TextEncoder);
-  define("TextDecoder", TextDecoder);
-  // Enumerable, as Node's are.
-  p.ArrayPrototypePush(dsh.webGlobals, ["btoa", btoa, true]);
-  p.ArrayPrototypePush(dsh.webGlobals, ["atob", atob, true]);
-  dsh.utf8Encode = utf8Encode;
-  dsh.TextDecoder = TextDecoder;
+  provide("encoding", {
+    __proto__: null,
+    utf8Encode,
+    // For the sandbox's own APIs: the global can be replaced by a program.
+    TextDecoder,
+    globals: p.ObjectFreeze([
+      ["TextEncoder", TextEncoder],
+      ["TextDecoder", TextDecoder],
+      // Enumerable, as Node's are.
+      ["btoa", btoa, true],
+      ["atob", atob, true],
+    ]),
+  });
 })(globalThis);

@@ -2,11 +2,18 @@
 // URL and URLSearchParams. Parsing and the component setters are the WHATWG
 // algorithms of the `url` crate (op_dsh_url_parse / op_dsh_url_set); the
 // form-urlencoded list and the inspect rendering follow Node's.
+//
+// Takes: primordials, native (ops, protocol), encoding. Provides url:
+// { globals }.
 "use strict";
 
 ((globalThis) => {
-  const dsh = globalThis.__dsh;
-  const { primordials: p, ops } = dsh;
+  const {
+    primordials: p,
+    native: { ops, protocol },
+    encoding: { utf8Encode, TextDecoder },
+    provide,
+  } = globalThis.__dsh;
   const { String, TypeError, ArrayPrototypePush, ArrayPrototypeJoin, StringPrototypeCharCodeAt, NumberPrototypeToString, StringPrototypeToUpperCase } = p;
   const inspectCustom = p.SymbolFor("nodejs.util.inspect.custom");
 
@@ -14,7 +21,7 @@
   // Indices of the components the ops return, and the ops' setter numbers
   // (crates/isolate-host/src/sandbox_ext.rs defines both).
   const { href: HREF, origin: ORIGIN, protocol: PROTOCOL, username: USERNAME, password: PASSWORD, host: HOST, hostname: HOSTNAME, port: PORT, pathname: PATHNAME, search: SEARCH, hash: HASH } =
-    dsh.protocol.urlParts;
+    protocol.urlParts;
   const {
     protocol: SET_PROTOCOL,
     username: SET_USERNAME,
@@ -25,7 +32,7 @@
     pathname: SET_PATHNAME,
     search: SET_SEARCH,
     hash: SET_HASH,
-  } = dsh.protocol.urlSetters;
+  } = protocol.urlSetters;
 
   // Cross-class access to private state, handed out by static blocks.
   let attachParams;
@@ -47,15 +54,15 @@
       }
       // Encode a surrogate pair together, so it is one code point.
       const pair = c >= 0xd800 && c <= 0xdbff && i + 1 < text.length;
-      const encoded = dsh.utf8Encode(p.StringPrototypeSlice(text, i, pair ? i + 2 : i + 1));
+      const encoded = utf8Encode(p.StringPrototypeSlice(text, i, pair ? i + 2 : i + 1));
       if (pair) i++;
       for (let k = 0; k < encoded.length; k++) ArrayPrototypePush(bytes, encoded[k]);
     }
-    return new dsh.TextDecoder().decode(new p.Uint8Array(bytes));
+    return new TextDecoder().decode(new p.Uint8Array(bytes));
   }
 
   function formEncode(text) {
-    const bytes = dsh.utf8Encode(p.StringPrototypeToWellFormed(String(text)));
+    const bytes = utf8Encode(p.StringPrototypeToWellFormed(String(text)));
     let out = "";
     for (let i = 0; i < bytes.length; i++) {
       const b = bytes[i];
@@ -314,7 +321,11 @@
     }
   }
 
-  const define = (name, value) => ArrayPrototypePush(dsh.webGlobals, [name, value]);
-  define("URL", URL);
-  define("URLSearchParams", URLSearchParams);
+  provide("url", {
+    __proto__: null,
+    globals: p.ObjectFreeze([
+      ["URL", URL],
+      ["URLSearchParams", URLSearchParams],
+    ]),
+  });
 })(globalThis);

@@ -11,51 +11,25 @@
 // copy); seal() only fills in the host's facts. Its methods are the
 // sandbox's: they reach built-ins through primordials only, since the
 // program may have replaced any of them.
+//
+// Takes: primordials, native (core, ops), console (writeLog), inspect,
+// timers (queueTask); when called, nodeErrors (13_node_errors.js) and run
+// (99_bootstrap.js), which load later. Provides process:
+// { followNodeLine(host, engine), globals }.
 "use strict";
 
 ((globalThis) => {
-  const dsh = globalThis.__dsh;
-  const { primordials: p, ops, writeLog } = dsh;
-  const core = globalThis.Deno.core;
+  const registry = globalThis.__dsh;
+  const {
+    primordials: p,
+    native: { core, ops },
+    console: { writeLog },
+    inspect: { inspect },
+    timers: { queueTask },
+    provide,
+  } = registry;
   const { ObjectCreate, ObjectDefineProperty, ReflectApply, String, NumberIsInteger, ArrayIsArray } = p;
-  const errors = () => dsh.nodeErrors;
-
-  /**
-   * An error as Node's internal ones are: `code` set, and the code in the
-   * stack's header and in String(error) ("RangeError [ERR_OUT_OF_RANGE]:
-   * ...") though not in `name`. Its stack starts at `caller`'s caller.
-   */
-  function nodeError(Ctor, code, message, caller) {
-    const error = new Ctor(message);
-    const name = error.name;
-    ObjectDefineProperty(error, "name", { __proto__: null, value: `${name} [${code}]`, writable: true, configurable: true });
-    p.ErrorCaptureStackTrace(error, caller);
-    void error.stack; // format it now, with the code in the header
-    delete error.name;
-    ObjectDefineProperty(error, "code", { __proto__: null, value: code, writable: true, configurable: true, enumerable: true });
-    ObjectDefineProperty(error, "toString", {
-      __proto__: null,
-      value: function toString() {
-        return `${name} [${code}]: ${message}`;
-      },
-      writable: true,
-      configurable: true,
-    });
-    return error;
-  }
-
-  /** How Node names a wrong argument's type in ERR_INVALID_ARG_TYPE. */
-  function receivedType(value) {
-    if (typeof value === "function") return `Received function ${value.name}`;
-    if (typeof value === "object") {
-      const constructor = p.ReflectGetPrototypeOf(value)?.constructor;
-      return typeof constructor === "function" && constructor.name
-        ? `Received an instance of ${constructor.name}`
-        : `Received ${dsh.inspect(value, { depth: -1 })}`;
-    }
-    const shown = typeof value === "string" ? `'${value}'` : typeof value === "bigint" ? `${value}n` : String(value);
-    return `Received type ${typeof value} (${shown})`;
-  }
+  const errors = () => registry.nodeErrors;
 
   /** Node's check of an exit code: an integer, or a string of one. */
   function exitCodeOf(code, caller) {
@@ -63,9 +37,9 @@
     if (typeof code === "number" || (typeof code === "string" && code !== "" && +code === +code)) {
       const n = +code;
       if (NumberIsInteger(n)) return n;
-      throw nodeError(p.RangeError, "ERR_OUT_OF_RANGE", `The value of "code" is out of range. It must be an integer. Received ${n}`, caller);
+      throw errors().outOfRange("code", "an integer", n, caller);
     }
-    throw nodeError(p.TypeError, "ERR_INVALID_ARG_TYPE", `The "code" argument must be of type number. ${receivedType(code)}`, caller);
+    throw errors().invalidArgType("code", "number", code, caller);
   }
 
   // --- events: Node's EventEmitter methods, shared by process and its streams
@@ -218,7 +192,7 @@
 
   /** A callback of a write or end: called once, after the current operation. */
   function later(callback) {
-    if (typeof callback === "function") dsh.queueTask(() => callback(null));
+    if (typeof callback === "function") queueTask(() => callback(null));
   }
 
   /**
@@ -259,7 +233,7 @@
       if (args === undefined) callback();
       else ReflectApply(callback, undefined, args);
     } catch (error) {
-      dsh.reportFailure(error);
+      registry.run.reportFailure(error);
     }
   }
 
@@ -311,7 +285,7 @@
         if (!validUsage(prevValue[key])) {
           if (typeof prevValue !== "object") throw errors().invalidArgType("prevValue", "object", prevValue);
           errors().validateNumber(prevValue[key], `prevValue.${key}`);
-          throw nodeError(p.RangeError, "ERR_INVALID_ARG_VALUE", `The property 'prevValue.${key}' is invalid. Received ${dsh.inspect(prevValue[key])}`, cpuUsage);
+          throw errors().nodeError(p.RangeError, "ERR_INVALID_ARG_VALUE", `The property 'prevValue.${key}' is invalid. Received ${inspect(prevValue[key])}`, cpuUsage);
         }
       }
     }
@@ -467,10 +441,13 @@
   };
   add(process, "warning", onWarning, false, false);
 
-  p.ArrayPrototypePush(dsh.nodeLineFollowers, (host, engine) => {
-    process.version = `v${host.nodeVersion}`;
-    process.versions = { node: host.nodeVersion, v8: engine.v8 };
-    process.arch = engine.arch;
+  provide("process", {
+    __proto__: null,
+    followNodeLine(host, engine) {
+      process.version = `v${host.nodeVersion}`;
+      process.versions = { node: host.nodeVersion, v8: engine.v8 };
+      process.arch = engine.arch;
+    },
+    globals: p.ObjectFreeze([["process", process, false]]),
   });
-  p.ArrayPrototypePush(dsh.webGlobals, ["process", process, false]);
 })(globalThis);

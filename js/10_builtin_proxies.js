@@ -8,11 +8,13 @@
 // `Function.prototype.toString` ("function () { [native code] }", without
 // the name), so that is proxied too, and prints each proxy as the
 // built-in it stands for. The replaced property keeps its attributes.
+//
+// Takes: primordials. Provides builtinProxies: { replace, wrapCalls,
+// passThrough }.
 "use strict";
 
 ((globalThis) => {
-  const dsh = globalThis.__dsh;
-  const { primordials: p } = dsh;
+  const { primordials: p, provide } = globalThis.__dsh;
   const { Proxy, ReflectApply, ObjectDefineProperty, ObjectGetOwnPropertyDescriptor } = p;
 
   /** Each proxy here, to the built-in it stands for. */
@@ -41,13 +43,15 @@
     return ReflectApply(target, builtin === undefined ? receiver : builtin, args);
   });
 
-  dsh.replaceBuiltin = replace;
-  dsh.wrapBuiltinCalls = wrapCalls;
-
-  /**
-   * Call `owner[key]` through a proxy that does nothing but call it: its
-   * trap, a JavaScript function, starts with a stack check
-   * (12_interruptible.js).
-   */
-  dsh.passThrough = (owner, key) => wrapCalls(owner, key, (target, receiver, args) => ReflectApply(target, receiver, args));
+  provide("builtinProxies", {
+    __proto__: null,
+    replace,
+    wrapCalls,
+    /**
+     * Call `owner[key]` through a proxy that does nothing but call it: its
+     * trap, a JavaScript function, starts with a stack check
+     * (12_interruptible.js).
+     */
+    passThrough: (owner, key) => wrapCalls(owner, key, (target, receiver, args) => ReflectApply(target, receiver, args)),
+  });
 })(globalThis);

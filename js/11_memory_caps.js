@@ -25,11 +25,20 @@
 // Each built-in is replaced by a proxy (10_builtin_proxies.js): the
 // constructors keep subclassing through `new.target` and the TypeError of
 // a call without `new`.
+//
+// Takes: primordials, native (ops), builtinProxies, timers (setTimer).
+// Provides memoryCaps: { checkedBuffers, capSharedArrayBuffer,
+// sharedArrayBuffer }.
 "use strict";
 
 ((globalThis) => {
-  const dsh = globalThis.__dsh;
-  const { primordials: p, ops } = dsh;
+  const {
+    primordials: p,
+    native: { ops },
+    builtinProxies: { replace, wrapCalls },
+    timers: { setTimer },
+    provide,
+  } = globalThis.__dsh;
   const { Proxy, RangeError, ReflectApply, ReflectConstruct, ObjectGetOwnPropertyDescriptor } = p;
 
   /** The error a program gets when it is over its cap (it is then stopped). */
@@ -50,18 +59,12 @@
   }
   const checkedBuffers = checkedAfter(true);
   const checkedIcu = checkedAfter(false);
-  // structuredClone (lazy/crypto.js) clones resizable buffers, which V8
-  // commits outside the allocator.
-  dsh.checkedBuffers = checkedBuffers;
 
   /** `object`, charged `bytes` until it is collected; throws past the cap. */
   function chargedUntilCollected(object, bytes) {
     if (!ops.op_dsh_charge_until_collected(object, bytes)) throw refused();
     return object;
   }
-
-  const replace = dsh.replaceBuiltin;
-  const wrapCalls = dsh.wrapBuiltinCalls;
 
   /** A constructor whose instances are checked after construction. */
   function checkedConstructor(owner, key, afterConstruct) {
@@ -101,7 +104,9 @@
       return ReflectApply(growable, buffer, []) ? chargedUntilCollected(buffer, ReflectApply(maxByteLength, buffer, [])) : buffer;
     },
   };
-  dsh.capSharedArrayBuffer = () => {
+  // The capped SharedArrayBuffer, once seal() made it.
+  let cappedSharedArrayBuffer;
+  const capSharedArrayBuffer = () => {
     const SharedArrayBuffer = globalThis.SharedArrayBuffer;
     if (SharedArrayBuffer === undefined) return;
     const prototype = SharedArrayBuffer.prototype;
@@ -110,9 +115,7 @@
     const proxy = new Proxy(SharedArrayBuffer, sharedHandler);
     replace(globalThis, "SharedArrayBuffer", proxy);
     replace(prototype, "constructor", proxy);
-    // The one the vendored package sees, as a program does before it
-    // tampers (it is not in the snapshot to be captured there).
-    p.intrinsicGlobals.SharedArrayBuffer = proxy;
+    cappedSharedArrayBuffer = proxy;
   };
 
   // What an Intl object holds outside the heap beside its ICU blocks:
@@ -156,9 +159,9 @@
         let settled = false;
         let timer;
         const keepAwake = () => {
-          if (!settled) timer = dsh.setTimer(keepAwake, 1);
+          if (!settled) timer = setTimer(keepAwake, 1);
         };
-        timer = dsh.setTimer(keepAwake, p.MathCeil(timeout) + 1);
+        timer = setTimer(keepAwake, p.MathCeil(timeout) + 1);
         p.PromisePrototypeThen(result.value, () => {
           settled = true;
           timer.close();
@@ -185,5 +188,17 @@
       throw refused();
     }
     return ReflectApply(target, receiver, args);
+  });
+
+  provide("memoryCaps", {
+    __proto__: null,
+    // structuredClone (08_structured_clone.js) clones resizable buffers,
+    // which V8 commits outside the allocator.
+    checkedBuffers,
+    // Called by seal(): SharedArrayBuffer is not in the snapshot.
+    capSharedArrayBuffer,
+    // The one the vendored package sees (14_lazy_globals.js), as a program
+    // does before it tampers: not in the snapshot to be captured there.
+    sharedArrayBuffer: () => cappedSharedArrayBuffer,
   });
 })(globalThis);

@@ -19,11 +19,15 @@
 // their own and are left alone, as are toUpperCase / toLowerCase (at most
 // ~5x over on megabyte strings, and far too common on short ones to pay a
 // proxy call each).
+//
+// Takes: primordials, builtinProxies (passThrough). Provides nothing.
 "use strict";
 
 ((globalThis) => {
-  const dsh = globalThis.__dsh;
-  const { primordials: p } = dsh;
+  const {
+    primordials: p,
+    builtinProxies: { passThrough },
+  } = globalThis.__dsh;
 
   const interruptible = [
     [p.StringPrototype, "normalize"],
@@ -34,6 +38,6 @@
   ];
   for (let i = 0; i < interruptible.length; i++) {
     const [owner, key] = interruptible[i];
-    dsh.passThrough(owner, key);
+    passThrough(owner, key);
   }
 })(globalThis);

@@ -1,18 +1,32 @@
 // Copyright the dsh-code-runtime-v8 authors. MIT license.
 // Node's argument errors (lib/internal/errors.js, MIT license, Copyright
 // Node.js contributors), for the Node APIs the sandbox provides (Buffer,
-// events, timers): the same class, `code` and message as Node's, and the
-// stack headed `RangeError [ERR_OUT_OF_RANGE]: ...` as Node prints it, so
-// a program that inspects, compares or logs them sees what it would in Node.
+// events, timers, process): the same class, `code` and message as Node's,
+// and the stack headed `RangeError [ERR_OUT_OF_RANGE]: ...` as Node prints
+// it, so a program that inspects, compares or logs them sees what it would
+// in Node. The one place these errors are made: files that load before
+// this one (04_timers.js, 09_process.js) read it when they throw.
+//
+// Takes: primordials, inspect, api (internalKey). Provides nodeErrors:
+// { nodeError, invalidArgType, outOfRange, validateNumber, bounds,
+// unknownEncoding, illegalConstructor, checkConstructorKey }.
 "use strict";
 
 ((globalThis) => {
-  const dsh = globalThis.__dsh;
-  const { primordials: p } = dsh;
+  const {
+    primordials: p,
+    inspect: { inspect },
+    api: { internalKey },
+    provide,
+  } = globalThis.__dsh;
   const { ObjectDefineProperty, StringPrototypeSlice, StringPrototypeIndexOf, NumberIsInteger, MathAbs, MathFloor, String } = p;
 
-  /** An instance of `Base` shaped as Node's errors with `code`. */
-  function nodeError(Base, code, message) {
+  /**
+   * An instance of `Base` shaped as Node's errors with `code`: the code in
+   * the stack's header and in String(error), though not in `name`. With
+   * `caller`, its stack starts at `caller`'s caller.
+   */
+  function nodeError(Base, code, message, caller) {
     const error = new Base(message);
     ObjectDefineProperty(error, "toString", {
       __proto__: null,
@@ -25,9 +39,12 @@
     });
     // V8 formats the stack on its first read, with the name at that time.
     ObjectDefineProperty(error, "name", { __proto__: null, value: `${error.name} [${code}]`, enumerable: false, writable: true, configurable: true });
+    if (caller !== undefined) p.ErrorCaptureStackTrace(error, caller);
     void error.stack;
     delete error.name;
-    error.code = code;
+    // Defined, not assigned: a setter a program put on Object.prototype
+    // must not see it.
+    ObjectDefineProperty(error, "code", { __proto__: null, value: code, enumerable: true, writable: true, configurable: true });
     return error;
   }
 
@@ -58,7 +75,7 @@
         return `function ${value.name}`;
       case "object":
         if (value.constructor && "name" in value.constructor) return `an instance of ${value.constructor.name}`;
-        return dsh.inspect(value, { __proto__: null, depth: -1 });
+        return inspect(value, { __proto__: null, depth: -1 });
       case "string": {
         let shown = value;
         if (shown.length > 28) shown = `${StringPrototypeSlice(shown, 0, 25)}...`;
@@ -66,7 +83,7 @@
         return `type string (${p.JSONStringify(shown)})`;
       }
       default:
-        return `type ${type} (${dsh.inspect(value)})`;
+        return `type ${type} (${inspect(value)})`;
     }
   }
 
@@ -77,8 +94,11 @@
     return `${p.ArrayPrototypeJoin(p.ArrayPrototypeSlice(list, 0, -1), ", ")}, ${word} ${list[list.length - 1]}`;
   }
 
-  /** ERR_INVALID_ARG_TYPE: `name` must be one of `expected` (types, classes or other). */
-  function invalidArgType(name, expected, actual) {
+  /**
+   * ERR_INVALID_ARG_TYPE: `name` must be one of `expected` (types, classes
+   * or other). `caller` as for nodeError.
+   */
+  function invalidArgType(name, expected, actual, caller) {
     if (!p.ArrayIsArray(expected)) expected = [expected];
     let message = "The ";
     if (p.StringPrototypeEndsWith(name, " argument")) message += `${name} `;
@@ -115,11 +135,11 @@
         message += other[0];
       }
     }
-    return nodeError(p.TypeError, "ERR_INVALID_ARG_TYPE", `${message}. Received ${determineSpecificType(actual)}`);
+    return nodeError(p.TypeError, "ERR_INVALID_ARG_TYPE", `${message}. Received ${determineSpecificType(actual)}`, caller);
   }
 
-  /** ERR_OUT_OF_RANGE: the value of `name` must be `range`. */
-  function outOfRange(name, range, input) {
+  /** ERR_OUT_OF_RANGE: the value of `name` must be `range`. `caller` as for nodeError. */
+  function outOfRange(name, range, input, caller) {
     let received;
     if (NumberIsInteger(input) && MathAbs(input) > 2 ** 32) {
       received = addNumericalSeparator(String(input));
@@ -128,9 +148,9 @@
       if (input > 2n ** 32n || input < -(2n ** 32n)) received = addNumericalSeparator(received);
       received += "n";
     } else {
-      received = dsh.inspect(input);
+      received = inspect(input);
     }
-    return nodeError(p.RangeError, "ERR_OUT_OF_RANGE", `The value of "${name}" is out of range. It must be ${range}. Received ${received}`);
+    return nodeError(p.RangeError, "ERR_OUT_OF_RANGE", `The value of "${name}" is out of range. It must be ${range}. Received ${received}`, caller);
   }
 
   function validateNumber(value, name) {
@@ -147,14 +167,20 @@
     return outOfRange(type || "offset", `>= ${type ? 1 : 0} and <= ${length}`, value);
   }
 
-  dsh.nodeErrors = {
+  const illegalConstructor = () => nodeError(p.TypeError, "ERR_ILLEGAL_CONSTRUCTOR", "Illegal constructor");
+
+  provide("nodeErrors", {
     __proto__: null,
-    illegalConstructor: () => nodeError(p.TypeError, "ERR_ILLEGAL_CONSTRUCTOR", "Illegal constructor"),
+    illegalConstructor,
+    /** The sandbox's API classes take api.internalKey; a program's `new` throws as Node's. */
+    checkConstructorKey(key) {
+      if (key !== internalKey) throw illegalConstructor();
+    },
     nodeError,
     invalidArgType,
     outOfRange,
     validateNumber,
     bounds,
     unknownEncoding: (encoding) => nodeError(p.TypeError, "ERR_UNKNOWN_ENCODING", `Unknown encoding: ${encoding}`),
-  };
+  });
 })(globalThis);

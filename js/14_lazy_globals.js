@@ -9,21 +9,33 @@
 // used or not: memory every waiting run holds, and time to prepare every
 // isolate.
 //
-// A lazy module is the body of a function of `dsh` that returns its
-// globals, `{ __proto__: null, Name: value, ... }`. It runs after the
-// program has started, so the program may have tampered with any global
-// and any built-in prototype: a module's top level, like every method of
-// the sandbox's, reaches built-ins only through `dsh.primordials`, and
+// A lazy module is the body of a function of `dsh` (the registry of
+// __dsh's entries, which seal() removes from the global but not from here)
+// and `host` (the host's facts seal() was given) that returns its globals,
+// `{ __proto__: null, Name: value, ... }`. Like a numbered file, it
+// destructures the entries it takes at its top. It runs after the program
+// has started, so the program may have tampered with any global and any
+// built-in prototype: a module's top level, like every method of the
+// sandbox's, reaches built-ins only through `dsh.primordials`, and
 // iterates with indices, not iterators.
+//
+// Takes: primordials, native (ops, protocol), api (defineGlobal),
+// memoryCaps (sharedArrayBuffer). Provides lazyGlobals: { lazySource,
+// packageIntrinsics, followNodeLine(host) }.
 "use strict";
 
 ((globalThis) => {
-  const dsh = globalThis.__dsh;
-  const { primordials: p, ops, protocol } = dsh;
+  const registry = globalThis.__dsh;
+  const {
+    primordials: p,
+    native: { ops, protocol },
+    api: { defineGlobal },
+    memoryCaps: { sharedArrayBuffer },
+    provide,
+  } = registry;
   // Captured now: Function may be replaced by the program before a
-  // module loads, and Deno is removed from the global by seal().
+  // module loads.
   const { Function, ObjectDefineProperty, ObjectHasOwn, ObjectKeys, String } = p;
-  dsh.core = globalThis.Deno.core;
 
   // Module -> [global name, enumerable (as Node's own global is)].
   const GLOBALS = {
@@ -45,7 +57,7 @@
     if (SOURCES[name] === undefined) throw new p.Error(`crates/isolate-host/src/sandbox_ext.rs embeds lazy source ${name}, which js/14_lazy_globals.js never loads`);
   }
   /** The text of lazy source `name` (js/lazy/<name>.js, or the vendored buffer package). */
-  dsh.lazySource = (name) => ops.op_dsh_lazy_source(SOURCES[name]);
+  const lazySource = (name) => ops.op_dsh_lazy_source(SOURCES[name]);
 
   // What the vendored package reads built-ins through (scripts/vendor-buffer.mjs):
   // `$get(o, name)` is `o[name]`, and `$call(o, name, args)` `o[name](...args)`,
@@ -87,20 +99,27 @@
   function globals(names) {
     const named = { __proto__: null };
     for (let i = 0; i < names.length; i++) {
-      if (!ObjectHasOwn(p.intrinsicGlobals, names[i])) throw new p.Error(`js/00_primordials.js does not capture ${names[i]}`);
-      named[names[i]] = p.intrinsicGlobals[names[i]];
+      const name = names[i];
+      // SharedArrayBuffer is not in the snapshot: the package sees the
+      // capped one seal() made, as a program does before it tampers.
+      const value = name === "SharedArrayBuffer" ? sharedArrayBuffer() : ObjectHasOwn(p.intrinsicGlobals, name) ? p.intrinsicGlobals[name] : undefined;
+      if (value === undefined) throw new p.Error(`js/00_primordials.js does not capture ${name}`);
+      named[name] = value;
     }
     return named;
   }
-  dsh.packageIntrinsics = p.ObjectFreeze({ __proto__: null, globals, $get, $call });
+  const packageIntrinsics = p.ObjectFreeze({ __proto__: null, globals, $get, $call });
+
+  // The host's facts, for the modules: they load after seal().
+  let host;
 
   const loaded = { __proto__: null };
   /** Module `name`'s globals, evaluating it on first use. */
   function load(name) {
     let globals = loaded[name];
     if (globals === undefined) {
-      const body = new Function("dsh", dsh.lazySource(name));
-      globals = body(dsh);
+      const body = new Function("dsh", "host", lazySource(name));
+      globals = body(registry, host);
       loaded[name] = globals;
     }
     return globals;
@@ -114,7 +133,7 @@
     for (let i = 0; i < names.length; i++) {
       const [name, enumerable] = names[i];
       const settle = (value) => {
-        dsh.defineGlobal(name, value, enumerable);
+        defineGlobal(name, value, enumerable);
         return value;
       };
       const make = () => {
@@ -125,4 +144,13 @@
       ObjectDefineProperty(globalThis, name, { __proto__: null, get: () => settle(make()), set: settle, configurable: true, enumerable });
     }
   }
+
+  provide("lazyGlobals", {
+    __proto__: null,
+    lazySource,
+    packageIntrinsics,
+    followNodeLine(facts) {
+      host = facts;
+    },
+  });
 })(globalThis);

@@ -5,11 +5,33 @@
 // global (Deno, __bootstrap, __dsh, ...) and returns the driver, which the
 // Rust side holds on to. After seal() no program-reachable path leads to an
 // op other than through the closures built here.
+//
+// Takes: primordials, native, api (defineGlobal), losslessJson, inspect,
+// console (makeConsole), timers, memoryCaps (capSharedArrayBuffer),
+// lazyGlobals, and the globals and followNodeLine of the files that have
+// them. Provides run: { reportFailure(error) } (fails the current run, for
+// the files that load before this one), and seal.
 "use strict";
 
 ((globalThis) => {
-  const dsh = globalThis.__dsh;
-  const { primordials: p, ops, losslessJson } = dsh;
+  const registry = globalThis.__dsh;
+  const {
+    primordials: p,
+    native: { core, ops, protocol },
+    api: { defineGlobal },
+    losslessJson,
+    inspect,
+    console: { makeConsole },
+    timers,
+    domException,
+    encoding,
+    url,
+    structuredClone,
+    process,
+    memoryCaps: { capSharedArrayBuffer },
+    lazyGlobals,
+    provide,
+  } = registry;
   const {
     ObjectCreate,
     ObjectDefineProperty,
@@ -21,10 +43,9 @@
     SafePromiseWithResolvers,
     Promise: SafePromise,
     JSONParse,
-    StringSplitLiteral,
   } = p;
   const { encode, TOO_LARGE } = losslessJson;
-  const core = globalThis.Deno.core;
+  const { programStack } = inspect;
 
   const {
     value: SETTLE_VALUE,
@@ -32,24 +53,8 @@
     exception: SETTLE_EXCEPTION,
     invalidOutput: SETTLE_INVALID_OUTPUT,
     outputLimit: SETTLE_OUTPUT_LIMIT,
-  } = dsh.protocol.settle;
-  const { argumentsNotLossless, resolutionNotLossless, completionNotLossless } = dsh.protocol.messages;
-
-  // Frames of the sandbox's and deno_core's own files (`ext:...`) say
-  // nothing to the model: drop those frame lines, keep everything else.
-  const internalFrame = new p.RegExp("^\\s+at (?:.*\\()?ext:");
-  // A plain loop, not filter/join: Array.prototype.filter consults the
-  // program-mutable `constructor[Symbol.species]` of its array.
-  function programStack(stack) {
-    const lines = StringSplitLiteral(stack, "\n");
-    let kept;
-    for (let i = 0; i < lines.length; i++) {
-      if (p.RegExpTest(internalFrame, lines[i])) continue;
-      kept = kept === undefined ? lines[i] : `${kept}\n${lines[i]}`;
-    }
-    return kept ?? "";
-  }
-  dsh.programStack = programStack;
+  } = protocol.settle;
+  const { argumentsNotLossless, resolutionNotLossless, completionNotLossless } = protocol.messages;
 
   /** The exception message of a thrown value, bounded by `remaining`. */
   function renderThrown(thrown, remaining) {
@@ -155,7 +160,7 @@
           }
         };
         ObjectDefineProperty(ErrorClass, "name", { __proto__: null, value: name });
-        dsh.defineGlobal(name, ErrorClass, false);
+        defineGlobal(name, ErrorClass, false);
       }
       // A rejection's stack is the program's: V8's async stack traces give
       // the awaiting call sites (`at async program.ts:L:C`) at no cost per
@@ -205,7 +210,7 @@
         // program's `tools.search = ...` throws instead of rewiring a tool.
         ObjectDefineProperty(target, memberName, { __proto__: null, value: call, enumerable: true, writable: false, configurable: false });
       }
-      dsh.defineGlobal(ns.global, target, false);
+      defineGlobal(ns.global, target, false);
     }
   }
 
@@ -216,9 +221,8 @@
   let failure;
   function install(descriptor) {
     installBindings(descriptor);
-    dsh.holdTimerCallbacks();
+    timers.holdCallbacks();
     failure = SafePromiseWithResolvers();
-    dsh.reportFailure = (error) => failure.reject(error);
     core.setUnhandledPromiseRejectionHandler((_promise, reason) => {
       failure.reject(reason);
       return true;
@@ -264,20 +268,21 @@
    * (`{ nodeMajor, nodeVersion, hardwareConcurrency, platform }`), and
    * `engine`, the isolate host's (`{ v8, arch }`: process.versions.v8,
    * process.arch); the APIs follow where
-   * Node's lines differ (dsh.nodeLineFollowers: console rendering, timers;
-   * the lazy modules read `dsh.host` when they load).
+   * Node's lines differ (each provider's followNodeLine: console rendering,
+   * timers, process; the lazy modules are given `host` when they load).
    */
   function seal(host, engine) {
     const g = globalThis;
-    dsh.host = host;
-    const followers = dsh.nodeLineFollowers;
-    for (let i = 0; i < followers.length; i++) followers[i](host, engine);
-    dsh.capSharedArrayBuffer();
+    inspect.followNodeLine(host);
+    timers.followNodeLine(host);
+    process.followNodeLine(host, engine);
+    lazyGlobals.followNodeLine(host);
+    capSharedArrayBuffer();
     delete g.Deno;
     delete g.__bootstrap;
     delete g.__dsh;
     delete g.WebAssembly;
-    return [install, watch, dsh.releaseTimerCallbacks];
+    return [install, watch, timers.releaseCallbacks];
   }
 
   /**
@@ -286,16 +291,23 @@
    * making them again.
    */
   function defineGlobals() {
-    globalThis.console = dsh.makeConsole();
+    globalThis.console = makeConsole();
     // Enumerable, as Node's is.
-    dsh.defineGlobal("global", globalThis, true);
-    const globals = dsh.webGlobals;
-    for (let i = 0; i < globals.length; i++) dsh.defineGlobal(globals[i][0], globals[i][1], globals[i][2] === true);
-    // Closed: a global pushed from now on (a lazy module, a later file)
-    // would never be defined, so the push throws instead.
-    p.ObjectFreeze(globals);
+    defineGlobal("global", globalThis, true);
+    // In load order: Object.keys(globalThis) lists them as Node's does.
+    const providers = [timers, domException, encoding, url, structuredClone, process];
+    for (let i = 0; i < providers.length; i++) {
+      const globals = providers[i].globals;
+      for (let j = 0; j < globals.length; j++) defineGlobal(globals[j][0], globals[j][1], globals[j][2] === true);
+    }
   }
 
   defineGlobals();
-  dsh.seal = seal;
+  provide("run", {
+    __proto__: null,
+    /** Fail the current run with `error` (a throw in a timer callback, a tick, a listener). */
+    reportFailure: (error) => failure.reject(error),
+  });
+  // The entry point the run thread calls (crates/isolate-host/src/isolate.rs).
+  provide("seal", seal);
 })(globalThis);

@@ -26,11 +26,11 @@ function load(): LosslessJson {
     const source = readFileSync(new URL(`../js/${file}`, import.meta.url), 'utf8')
     // The files are the sandbox's own bootstrap, shipped with this package.
     new Function('globalThis', source)(scope)
-    // JSON.stringify became a SIMD copy for long strings in V8 13.8; before
-    // it, scanning a long string for what it would escape is 3-4x quicker.
-    if (file === '00_primordials.js') (scope.__dsh as Record<string, unknown>).scanLongStrings = v8Before(13, 8)
   }
-  return (scope.__dsh as { losslessJson: LosslessJson }).losslessJson
+  // JSON.stringify became a SIMD copy for long strings in V8 13.8; before
+  // it, scanning a long string for what it would escape is 3-4x quicker.
+  const { losslessJson } = scope.__dsh as { losslessJson: { create(scanLongStrings: boolean): LosslessJson } }
+  return losslessJson.create(v8Before(13, 8))
 }
 
 /** Whether this Node's V8 is older than `major.minor`. */

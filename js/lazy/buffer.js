@@ -10,28 +10,37 @@
 // A Buffer is a Uint8Array, so its memory is the capped allocator's like
 // any typed array's. A lazy module (14_lazy_globals.js): the package's
 // ~100 functions stay out of every isolate that never touches Buffer.
+//
+// Takes: primordials, native (core, ops), inspect, nodeErrors, lazyGlobals
+// (lazySource, packageIntrinsics), and `host`. Makes Buffer.
 "use strict";
 
-const { primordials: p } = dsh;
+const {
+  primordials: p,
+  native: { core, ops },
+  // Buffer.prototype.inspect is a function named inspect: Node's.
+  inspect: { inspect: inspectValue, ownNonIndexKeys },
+  nodeErrors: errors,
+  lazyGlobals: { lazySource, packageIntrinsics },
+} = dsh;
 const { ReflectApply, StringPrototypeToLowerCase, ObjectDefineProperty, NumberIsInteger, MathMin } = p;
 // V8's own UTF-8 decoder (String::NewFromUtf8), as Node's toString uses:
 // one U+FFFD per maximal invalid subsequence, where the package's decoder
 // differs. It drops a leading BOM, which Node keeps.
-const decodeUtf8 = dsh.core.decode;
-const isAnyArrayBuffer = dsh.core.isAnyArrayBuffer;
+const decodeUtf8 = core.decode;
+const isAnyArrayBuffer = core.isAnyArrayBuffer;
 // Captured before the seal: a program may replace the global Function
 // before its first use of Buffer.
 const { Function } = p;
-const { nodeMajor } = dsh.host;
+const { nodeMajor } = host;
 
 /** Evaluates the package (js/vendor/buffer_package.js) and adapts it. */
 function makeBuffer() {
   // The bundle reads built-ins through `intrinsics` (scripts/vendor-buffer.mjs).
-  const { Buffer, INSPECT_MAX_BYTES } = new Function("intrinsics", `${dsh.lazySource("bufferPackage")}\nreturn bufferPackage;`)(dsh.packageIntrinsics);
+  const { Buffer, INSPECT_MAX_BYTES } = new Function("intrinsics", `${lazySource("bufferPackage")}\nreturn bufferPackage;`)(packageIntrinsics);
   // The bundler renamed the package's function (`Buffer2`): Node's is `Buffer`.
   ObjectDefineProperty(Buffer, "name", { __proto__: null, value: "Buffer", configurable: true });
   const isUint8Array = (value) => p.ArrayBufferIsView(value) && p.TypedArrayPrototypeGetSymbolToStringTag(value) === "Uint8Array";
-  const errors = dsh.nodeErrors;
 
   const lower = (encoding) => (typeof encoding === "string" ? StringPrototypeToLowerCase(encoding) : encoding);
   const isBase64Url = (encoding) => lower(encoding) === "base64url";
@@ -72,7 +81,6 @@ function makeBuffer() {
     }
   }
 
-  const ops = dsh.ops;
   const isLatin1 = (encoding) => {
     const name = lower(encoding);
     return name === "latin1" || name === "binary" || name === "ascii";
@@ -339,12 +347,12 @@ function makeBuffer() {
       }
       if (remaining > 0) str += ` ... ${remaining} more byte${remaining > 1 ? "s" : ""}`;
       if (ctx) {
-        const keys = dsh.ownNonIndexKeys(this);
+        const keys = ownNonIndexKeys(this);
         if (keys.length !== 0) {
           const extras = { __proto__: null };
           for (let i = 0; i < keys.length; i++) extras[keys[i]] = this[keys[i]];
           if (this.length !== 0) str += ", ";
-          str += p.StringPrototypeSlice(dsh.inspect(extras, { __proto__: null, ...ctx, breakLength: Infinity, compact: true }), 27, -2);
+          str += p.StringPrototypeSlice(inspectValue(extras, { __proto__: null, ...ctx, breakLength: Infinity, compact: true }), 27, -2);
         }
       }
       return `<${this.constructor.name} ${str}>`;

@@ -2,20 +2,29 @@
 // crypto: getRandomValues / randomUUID (the kernel's CSPRNG through
 // op_dsh_random) and subtle.digest (RustCrypto's SHA-1/2 through
 // op_dsh_digest). A lazy module (14_lazy_globals.js).
+//
+// Takes: primordials, native, api, domException, nodeErrors
+// (checkConstructorKey). Makes crypto, Crypto, SubtleCrypto.
 "use strict";
 
-const { primordials: p, ops, core } = dsh;
+const {
+  primordials: p,
+  native: { ops, core, protocol },
+  api: { internalKey: INTERNAL, setToStringTag },
+  domException: { domException },
+  nodeErrors: { checkConstructorKey },
+} = dsh;
 const { TypeError, Uint8Array, NumberPrototypeToString, StringPrototypePadStart } = p;
 
 const INTEGER_ARRAYS = ["Int8Array", "Uint8Array", "Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array", "Uint32Array", "BigInt64Array", "BigUint64Array"];
 
 function getRandomValues(array) {
   if (!core.isTypedArray(array) || !p.ArrayPrototypeIncludes(INTEGER_ARRAYS, p.TypedArrayPrototypeGetSymbolToStringTag(array))) {
-    throw dsh.domException("The data argument must be an integer-type TypedArray", "TypeMismatchError", getRandomValues);
+    throw domException("The data argument must be an integer-type TypedArray", "TypeMismatchError", getRandomValues);
   }
   const byteLength = p.TypedArrayPrototypeGetByteLength(array);
   if (byteLength > 65536) {
-    throw dsh.domException("The requested length exceeds 65,536 bytes", "QuotaExceededError", getRandomValues);
+    throw domException("The requested length exceeds 65,536 bytes", "QuotaExceededError", getRandomValues);
   }
   ops.op_dsh_random(new Uint8Array(p.TypedArrayPrototypeGetBuffer(array), array.byteOffset, byteLength));
   return array;
@@ -38,10 +47,9 @@ function randomUUID() {
 // takes, and the digest's size (crates/isolate-host/src/sandbox_ext.rs defines both).
 // (Copied out of the protocol's checked tables: a program's algorithm
 // name is looked up in them at run time.)
-const DIGESTS = { __proto__: null, ...dsh.protocol.digests };
-const DIGEST_BYTES = { __proto__: null, ...dsh.protocol.digestBytes };
+const DIGESTS = { __proto__: null, ...protocol.digests };
+const DIGEST_BYTES = { __proto__: null, ...protocol.digestBytes };
 
-const { internalKey: INTERNAL, checkConstructorKey } = dsh;
 
 /** Node's SubtleCrypto, with digest only: no keys (hence no CryptoKey). */
 class SubtleCrypto {
@@ -59,7 +67,7 @@ class SubtleCrypto {
     else if (core.isAnyArrayBuffer(data)) bytes = new Uint8Array(data);
     else throw new TypeError("Failed to execute 'digest' on 'SubtleCrypto': 2nd argument is not instance of ArrayBuffer, Buffer, TypedArray, or DataView.");
     if (known === undefined || !p.ObjectHasOwn(DIGEST_BYTES, known)) {
-      throw dsh.domException("Unrecognized algorithm name", "NotSupportedError", this.digest);
+      throw domException("Unrecognized algorithm name", "NotSupportedError", this.digest);
     }
     // The input is copied first, as WebCrypto requires (a later change to
     // it must not change the digest).
@@ -84,8 +92,8 @@ class Crypto {
     return randomUUID();
   }
 }
-dsh.setToStringTag(SubtleCrypto);
-dsh.setToStringTag(Crypto);
+setToStringTag(SubtleCrypto);
+setToStringTag(Crypto);
 const crypto = new Crypto(INTERNAL);
 
 return { __proto__: null, crypto, Crypto, SubtleCrypto };

@@ -6,11 +6,24 @@
 // run, as a throw inside a timer callback does (Node reports it as an
 // uncaught exception). Console rendering is Node's for each. A lazy
 // module (14_lazy_globals.js).
+//
+// Takes: primordials, native (ops), api, inspect, domException (DOMException),
+// timers (setTimer), nodeErrors, run (reportFailure), and `host`. Makes
+// Event, CustomEvent, EventTarget, AbortSignal, AbortController.
 "use strict";
 
-const { primordials: p } = dsh;
+const {
+  primordials: p,
+  native: { ops },
+  api: { internalKey: INTERNAL, setToStringTag },
+  inspect: { inspect },
+  domException: { DOMException },
+  timers: { setTimer },
+  nodeErrors: errors,
+  run: { reportFailure },
+} = dsh;
 const { ObjectDefineProperty, ReflectApply, String } = p;
-const errors = dsh.nodeErrors;
+const { checkConstructorKey } = errors;
 const customInspect = p.SymbolFor("nodejs.util.inspect.custom");
 
 /** `Name { ...fields }` as Node's events render (depth one less inside). */
@@ -18,7 +31,7 @@ function inspectAs(self, fields, depth, options) {
   const name = self.constructor.name;
   if (depth < 0) return name;
   const inner = { __proto__: null, ...options, depth: p.NumberIsInteger(options.depth) ? options.depth - 1 : options.depth };
-  return `${name} ${dsh.inspect(fields, inner)}`;
+  return `${name} ${inspect(fields, inner)}`;
 }
 
 function missingArgs(name) {
@@ -37,7 +50,7 @@ class Event {
   #cancelable;
   #composed;
   #defaultPrevented = false;
-  #timeStamp = dsh.ops.op_dsh_now();
+  #timeStamp = ops.op_dsh_now();
   #propagationStopped = false;
   #target = null;
   #currentTarget = null;
@@ -172,8 +185,8 @@ class CustomEvent extends Event {
   }
 }
 
-dsh.setToStringTag(Event);
-dsh.setToStringTag(CustomEvent);
+setToStringTag(Event);
+setToStringTag(CustomEvent);
 // On the constructor only, as Node has them.
 const phaseNames = p.ObjectKeys(PHASES);
 for (let i = 0; i < phaseNames.length; i++) {
@@ -258,7 +271,7 @@ class EventTarget {
             if (typeof callback === "function") ReflectApply(callback, this, [event]);
             else ReflectApply(callback.handleEvent, callback, [event]);
           } catch (error) {
-            dsh.reportFailure(error);
+            reportFailure(error);
           }
           setPassive(event, false);
           if (stopped(event)) break;
@@ -275,19 +288,18 @@ class EventTarget {
     return inspectAs(this, {}, depth, options);
   }
 }
-dsh.setToStringTag(EventTarget);
+setToStringTag(EventTarget);
 
 // --- AbortSignal / AbortController --------------------------------------
 
-const { internalKey: INTERNAL, checkConstructorKey } = dsh;
 
 function abortError() {
-  return new dsh.DOMException("This operation was aborted", "AbortError");
+  return new DOMException("This operation was aborted", "AbortError");
 }
 
 // AbortSignal.any's argument errors: Node 22 validates the array itself,
 // 24 and later convert it as a WebIDL sequence, with other words.
-const webidlSequence = dsh.host.nodeMajor >= 24;
+const webidlSequence = host.nodeMajor >= 24;
 function anyArgumentError(index, value) {
   if (index === -1) {
     return errors.nodeError(p.TypeError, "ERR_INVALID_ARG_TYPE", webidlSequence ? "signals cannot be converted to sequence." : "Value can not be converted to sequence.");
@@ -347,7 +359,7 @@ class AbortSignal extends EventTarget {
     if (!p.NumberIsInteger(delay)) throw errors.outOfRange("delay", "an integer", delay);
     if (delay < 0 || delay > 4294967295) throw errors.outOfRange("delay", ">= 0 && <= 4294967295", delay);
     const signal = newSignal();
-    dsh.setTimer(() => signalAbort(signal, new dsh.DOMException("The operation was aborted due to timeout", "TimeoutError")), delay);
+    setTimer(() => signalAbort(signal, new DOMException("The operation was aborted due to timeout", "TimeoutError")), delay);
     return signal;
   }
 
@@ -384,7 +396,7 @@ class AbortSignal extends EventTarget {
 const { isSignal: isAbortSignal, signalAbort } = AbortSignal;
 delete AbortSignal.isSignal;
 delete AbortSignal.signalAbort;
-dsh.setToStringTag(AbortSignal);
+setToStringTag(AbortSignal);
 
 const newSignal = () => new AbortSignal(INTERNAL);
 
@@ -400,6 +412,6 @@ class AbortController {
     return inspectAs(this, { signal: this.#signal }, depth, options);
   }
 }
-dsh.setToStringTag(AbortController);
+setToStringTag(AbortController);
 
 return { __proto__: null, Event, CustomEvent, EventTarget, AbortSignal, AbortController };

@@ -3,9 +3,16 @@
 // language(s), userAgent and platform are what the host's Node reports
 // (seal() hands them over: crates/isolate-host/src/isolate.rs). A lazy module
 // (14_lazy_globals.js).
+//
+// Takes: primordials, api (internalKey), nodeErrors (checkConstructorKey),
+// and `host`. Makes navigator, Navigator.
 "use strict";
 
-const { primordials: p, host, internalKey: INTERNAL, checkConstructorKey } = dsh;
+const {
+  primordials: p,
+  api: { internalKey: INTERNAL },
+  nodeErrors: { checkConstructorKey },
+} = dsh;
 // Node reads the language from ICU's default locale.
 let language;
 

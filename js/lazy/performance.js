@@ -5,15 +5,26 @@
 // console rendering. Node's observers, resource timing and event-loop
 // figures describe a process the program does not have, so they are absent.
 // A lazy module (14_lazy_globals.js).
+//
+// Takes: primordials, native (ops), api, inspect, domException,
+// structuredClone, nodeErrors. Makes performance, Performance,
+// PerformanceEntry, PerformanceMark, PerformanceMeasure.
 "use strict";
 
-const { primordials: p, ops } = dsh;
-const errors = dsh.nodeErrors;
+const {
+  primordials: p,
+  native: { ops },
+  api: { internalKey: INTERNAL, setToStringTag },
+  inspect: { inspect },
+  domException: { domException },
+  structuredClone: { structuredClone },
+  nodeErrors: errors,
+} = dsh;
+const { checkConstructorKey } = errors;
 const customInspect = p.SymbolFor("nodejs.util.inspect.custom");
 
 const now = () => ops.op_dsh_now();
 
-const { internalKey: INTERNAL, checkConstructorKey } = dsh;
 
 class PerformanceEntry {
   #name;
@@ -45,7 +56,7 @@ class PerformanceEntry {
   [customInspect](depth, options) {
     if (depth < 0) return this;
     const inner = { __proto__: null, ...options, depth: options.depth == null ? null : options.depth - 1 };
-    return `${this.constructor.name} ${dsh.inspect(this.toJSON(), inner)}`;
+    return `${this.constructor.name} ${inspect(this.toJSON(), inner)}`;
   }
 }
 
@@ -58,7 +69,7 @@ class PerformanceMark extends PerformanceEntry {
     if (start < 0) throw errors.invalidArgType("options.startTime", "a positive number", start);
     super(INTERNAL, `${name}`, "mark", start, 0);
     const detail = options?.detail;
-    this.#detail = detail === undefined ? null : dsh.structuredClone(detail);
+    this.#detail = detail === undefined ? null : structuredClone(detail);
   }
   get detail() {
     return this.#detail;
@@ -91,7 +102,7 @@ function markTime(name) {
   for (let i = entries.length - 1; i >= 0; i--) {
     if (entries[i].entryType === "mark" && entries[i].name === name) return entries[i].startTime;
   }
-  throw dsh.domException(`The "${name}" performance mark has not been set`, "SyntaxError", markTime);
+  throw domException(`The "${name}" performance mark has not been set`, "SyntaxError", markTime);
 }
 
 function filtered(name, type) {
@@ -138,7 +149,7 @@ class Performance {
         if (start === undefined && end !== undefined) start = end - startOrOptions.duration;
         else end = (start ?? 0) + startOrOptions.duration;
       }
-      if (startOrOptions.detail !== undefined) detail = dsh.structuredClone(startOrOptions.detail);
+      if (startOrOptions.detail !== undefined) detail = structuredClone(startOrOptions.detail);
     } else if (startOrOptions !== undefined) {
       start = markTime(startOrOptions);
     }
@@ -169,9 +180,9 @@ class Performance {
   }
 }
 
-dsh.setToStringTag(PerformanceEntry);
-dsh.setToStringTag(PerformanceMark);
-dsh.setToStringTag(PerformanceMeasure);
-dsh.setToStringTag(Performance);
+setToStringTag(PerformanceEntry);
+setToStringTag(PerformanceMark);
+setToStringTag(PerformanceMeasure);
+setToStringTag(Performance);
 
 return { __proto__: null, performance: new Performance(INTERNAL), Performance, PerformanceEntry, PerformanceMark, PerformanceMeasure };

@@ -131,3 +131,79 @@ impl PreparedIsolate {
     self.runtime.v8_isolate().memory_pressure_notification(v8::MemoryPressureLevel::Critical);
   }
 }
+
+#[cfg(test)]
+mod tests {
+  //! The snapshot's JS, read before any seal: what each file provides
+  //! (js/00_primordials.js, "__dsh") is frozen and defined once.
+
+  use super::*;
+  use crate::platform;
+
+  /// The registry's entries by name, in load order, and what is wrong with
+  /// them: an entry (or an array it holds, such as its globals) not frozen,
+  /// an entry that could be replaced, a second provide() that went through.
+  const CHECK_REGISTRY: &str = r#"(() => {
+    const registry = globalThis.__dsh;
+    const problems = [];
+    for (const name of Object.keys(registry)) {
+      const entry = registry[name];
+      const descriptor = Object.getOwnPropertyDescriptor(registry, name);
+      if (descriptor.writable || descriptor.configurable) problems.push(`${name} can be replaced`);
+      if (!Object.isFrozen(entry)) problems.push(`${name} is not frozen`);
+      // The primordials hold built-ins (Array.prototype is an array).
+      if (name === "primordials") continue;
+      for (const key of Object.keys(entry)) {
+        if (Array.isArray(entry[key]) && !Object.isFrozen(entry[key])) problems.push(`${name}.${key} is not frozen`);
+      }
+    }
+    if (!Object.isFrozen(registry.primordials.intrinsicGlobals)) problems.push("primordials.intrinsicGlobals is not frozen");
+    try {
+      registry.provide("inspect", { __proto__: null });
+      problems.push("inspect was provided twice");
+    } catch {}
+    return JSON.stringify({ names: Object.keys(registry), problems });
+  })()"#;
+
+  #[test]
+  fn every_provider_is_frozen_and_defined_once() {
+    platform::ensure_initialized().expect("V8 initialises");
+    let mut runtime = JsRuntime::new(RuntimeOptions {
+      startup_snapshot: Some(SNAPSHOT),
+      extensions: vec![dsh_sandbox::init()],
+      skip_op_registration: true,
+      ..Default::default()
+    });
+    let result = runtime.execute_script("ext:dsh_test/registry.js", CHECK_REGISTRY).expect("the check runs");
+    let text = {
+      deno_core::scope!(scope, runtime);
+      let local = v8::Local::new(scope, result);
+      local.to_rust_string_lossy(scope)
+    };
+    let report: serde_json::Value = serde_json::from_str(&text).expect("the check's JSON");
+    assert_eq!(report["problems"], serde_json::json!([]));
+    assert_eq!(
+      report["names"],
+      serde_json::json!([
+        "primordials",
+        "native",
+        "api",
+        "losslessJson",
+        "inspect",
+        "console",
+        "timers",
+        "domException",
+        "encoding",
+        "url",
+        "structuredClone",
+        "process",
+        "builtinProxies",
+        "memoryCaps",
+        "nodeErrors",
+        "lazyGlobals",
+        "run",
+        "seal"
+      ])
+    );
+  }
+}
