@@ -995,29 +995,12 @@ fn supervise(supervisor: &Weak<Supervisor>) {
 #[cfg(test)]
 mod tests {
   use super::*;
-  use dsh_protocol::config::HostFacts;
   use dsh_protocol::protections::Protection;
   use std::os::unix::fs::PermissionsExt;
   use std::sync::mpsc;
 
   fn config() -> RuntimeConfig {
-    RuntimeConfig {
-      compute_ms: 60_000.0,
-      max_wall_ms: 600_000.0,
-      max_output_bytes: 1 << 20,
-      max_old_generation_size_mb: 64.0,
-      max_external_memory_mb: 64.0,
-      max_concurrent_runs: 8,
-      max_queued_runs: 8,
-      prepared_isolates: 0,
-      busy_slots: 4,
-      host: HostFacts {
-        node_major: 22,
-        node_version: "22.19.0".to_owned(),
-        hardware_concurrency: 1,
-        platform: HostFacts::navigator_platform(),
-      },
-    }
+    RuntimeConfig::small()
   }
 
   /// A host that speaks the protocol until the first run arrives, says it

@@ -57,21 +57,13 @@ impl Made {
 
 fn config() -> RuntimeConfig {
   RuntimeConfig {
-    compute_ms: 60_000.0,
-    max_wall_ms: 600_000.0,
-    max_output_bytes: 1 << 20,
     max_old_generation_size_mb: 512.0,
     max_external_memory_mb: 512.0,
     max_concurrent_runs: 1,
     max_queued_runs: 1,
     prepared_isolates: 1,
-    busy_slots: 4,
-    host: HostFacts {
-      node_major: 22,
-      node_version: "22.19.0".to_owned(),
-      hardware_concurrency: 2,
-      platform: HostFacts::navigator_platform(),
-    },
+    host: HostFacts { hardware_concurrency: 2, ..RuntimeConfig::small().host },
+    ..RuntimeConfig::small()
   }
 }
 

@@ -718,7 +718,6 @@ fn substrate_failure(config: &RuntimeConfig, message: &str) -> Output {
 mod tests {
   use super::*;
   use crate::bindings_descriptor::BindingsDescriptor;
-  use crate::config::HostFacts;
   use crate::ledger::Completion;
   use crate::platform;
 
@@ -735,25 +734,9 @@ mod tests {
   }
 
   fn config() -> RuntimeConfig {
-    RuntimeConfig {
-      compute_ms: 60_000.0,
-      max_wall_ms: 600_000.0,
-      max_output_bytes: 1 << 20,
-      max_old_generation_size_mb: 64.0,
-      max_external_memory_mb: 64.0,
-      max_concurrent_runs: 64,
-      max_queued_runs: 64,
-      // No reserve: nothing else gives the scheduler thread a reason to
-      // wake, so only the hand-on under test can admit the queued run.
-      prepared_isolates: 0,
-      busy_slots: 4,
-      host: HostFacts {
-        node_major: 22,
-        node_version: "22.19.0".to_owned(),
-        hardware_concurrency: 1,
-        platform: HostFacts::navigator_platform(),
-      },
-    }
+    // No reserve: nothing else gives the scheduler thread a reason to
+    // wake, so only the hand-on under test can admit the queued run.
+    RuntimeConfig { max_concurrent_runs: 64, max_queued_runs: 64, prepared_isolates: 0, ..RuntimeConfig::small() }
   }
 
   /// A run submitted while every compute slot is taken by runs that started

@@ -94,6 +94,30 @@ pub fn spinning_helps() -> bool {
 }
 
 impl RuntimeConfig {
+  /// A small runtime for the crates' unit tests and measurements, which
+  /// change the fields they are about (`RuntimeConfig { prepared_isolates:
+  /// 0, ..RuntimeConfig::small() }`). Not the plugin's defaults: those are
+  /// the schema's (`ts/config.ts`).
+  pub fn small() -> RuntimeConfig {
+    RuntimeConfig {
+      compute_ms: 60_000.0,
+      max_wall_ms: 600_000.0,
+      max_output_bytes: 1 << 20,
+      max_old_generation_size_mb: 64.0,
+      max_external_memory_mb: 64.0,
+      max_concurrent_runs: 8,
+      max_queued_runs: 8,
+      prepared_isolates: 0,
+      busy_slots: 4,
+      host: HostFacts {
+        node_major: 22,
+        node_version: "22.19.0".to_owned(),
+        hardware_concurrency: 1,
+        platform: HostFacts::navigator_platform(),
+      },
+    }
+  }
+
   /// Check the limits that depend on this machine: the kernel caps a
   /// process's memory mappings (`vm.max_map_count`), each run in flight
   /// holds some ([`MAPPINGS_PER_RUN`]), and a process past the cap cannot
