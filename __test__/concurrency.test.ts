@@ -243,20 +243,20 @@ describe('admission limits', () => {
   })
 
   it.each([
-    [{ maxConcurrentRuns: 0 }, /config\.maxConcurrentRuns must be a positive number, got 0/],
-    [{ maxConcurrentRuns: 2.5 }, /config\.maxConcurrentRuns must be a whole number, got 2\.5/],
-    [{ preparedIsolates: -1 }, /config\.preparedIsolates must be a positive number, got -1/],
-    [{ maxConcurrentRuns: 1_000_000 }, /dsh-code-runtime-v8: config\.maxConcurrentRuns \(1000000\) is more than this machine allows \(\d+\): .*vm\.max_map_count is \d+/],
-    [{ poolSize: 2 }, /config\.poolSize is retired: .*config\.maxConcurrentRuns.*config\.preparedIsolates/],
-    [{ isolateHosts: 65 }, /config\.isolateHosts must be at most 64, got 65/],
-    [{ isolateHosts: 1.5 }, /config\.isolateHosts must be a whole number, got 1\.5/],
-    [{ preparedIsolates: 100_000 }, /config\.preparedIsolates must be at most \d+ \(64 per core\), got 100000/],
-    [{ computeMs: 1e300 }, /config\.computeMs must be at most 2147483647, got 1e\+300/],
-    [{ maxOldGenerationSizeMb: 1e9 }, /config\.maxOldGenerationSizeMb must be at most \d+ \(this machine's memory\), got 1000000000/],
-    [{ hostUnresponsiveMs: 50 }, /config\.hostUnresponsiveMs must be at least 100, got 50/],
-    [{ hostUnresponsiveMs: 0 }, /config\.hostUnresponsiveMs must be a positive number, got 0/],
-    [{ hostMaxRssMb: 0 }, /config\.hostMaxRssMb must be a positive number, got 0/],
-    [{ requireSandbox: 'yes' }, /\$\.requireSandbox expected boolean but got yes/],
+    [{ maxConcurrentRuns: 0 }, /^dsh-code-runtime-v8: config\.maxConcurrentRuns must be a positive number, got 0$/],
+    [{ maxConcurrentRuns: 2.5 }, /^dsh-code-runtime-v8: config\.maxConcurrentRuns must be a whole number, got 2\.5$/],
+    [{ preparedIsolates: -1 }, /^dsh-code-runtime-v8: config\.preparedIsolates must be a positive number, got -1$/],
+    [{ maxConcurrentRuns: 1_000_000 }, /^dsh-code-runtime-v8: config\.maxConcurrentRuns \(1000000\) is more than this machine allows \(\d+\): .*vm\.max_map_count is \d+$/],
+    [{ poolSize: 2 }, /^dsh-code-runtime-v8: config\.poolSize is retired: runs no longer hold a fixed pool of threads \(a run waiting on a tool holds no CPU\); use config\.maxConcurrentRuns for runs in flight and config\.preparedIsolates for isolates kept ready$/],
+    [{ isolateHosts: 65 }, /^dsh-code-runtime-v8: config\.isolateHosts must be at most 64, got 65$/],
+    [{ isolateHosts: 1.5 }, /^dsh-code-runtime-v8: config\.isolateHosts must be a whole number, got 1\.5$/],
+    [{ preparedIsolates: 100_000 }, /^dsh-code-runtime-v8: config\.preparedIsolates must be at most \d+ \(64 per core\), got 100000$/],
+    [{ computeMs: 1e300 }, /^dsh-code-runtime-v8: config\.computeMs must be at most 2147483647, got 1e\+300$/],
+    [{ maxOldGenerationSizeMb: 1e9 }, /^dsh-code-runtime-v8: config\.maxOldGenerationSizeMb must be at most \d+ \(this machine's memory\), got 1000000000$/],
+    [{ hostUnresponsiveMs: 50 }, /^dsh-code-runtime-v8: config\.hostUnresponsiveMs must be at least 100, got 50$/],
+    [{ hostUnresponsiveMs: 0 }, /^dsh-code-runtime-v8: config\.hostUnresponsiveMs must be a positive number, got 0$/],
+    [{ hostMaxRssMb: 0 }, /^dsh-code-runtime-v8: config\.hostMaxRssMb must be a positive number, got 0$/],
+    [{ requireSandbox: 'yes' }, /^invalid config:\n  - \$\.requireSandbox expected boolean but got yes \(at requireSandbox\)$/],
   ])('refuses config %o, naming the key', async (config, message) => {
     await expect(new Context().plugin(V8CodeRuntime, config as never)).rejects.toThrow(message)
   })

@@ -27,18 +27,18 @@ describe('service shape', () => {
   })
 
   it.each([
-    [{ computeMs: 0 }, /config\.computeMs must be a positive number, got 0/],
-    [{ maxWallMs: -1 }, /config\.maxWallMs must be a positive number, got -1/],
-    [{ maxOutputBytes: Number.NaN }, /positive number/],
-    [{ maxOldGenerationSizeMb: Infinity }, /positive number/],
-    [{ maxExternalMemoryMb: 0 }, /config\.maxExternalMemoryMb must be a positive number/],
-    [{ maxOutputBytes: 3 }, /safe integer of at least 4/],
-    [{ maxOutputBytes: 10.5 }, /safe integer of at least 4/],
-    [{ maxWallMs: 2147483648 }, /maxWallMs must be at most 2147483647/],
-    [{ maxQueuedRuns: 1.5 }, /maxQueuedRuns must be a whole number/],
-  ])('rejects config %o through ctx.plugin', async (config, message) => {
+    [{ computeMs: 0 }, 'config.computeMs must be a positive number, got 0'],
+    [{ maxWallMs: -1 }, 'config.maxWallMs must be a positive number, got -1'],
+    [{ maxOutputBytes: Number.NaN }, 'config.maxOutputBytes must be a positive number, got NaN'],
+    [{ maxOldGenerationSizeMb: Infinity }, 'config.maxOldGenerationSizeMb must be a positive number, got Infinity'],
+    [{ maxExternalMemoryMb: 0 }, 'config.maxExternalMemoryMb must be a positive number, got 0'],
+    [{ maxOutputBytes: 3 }, 'config.maxOutputBytes must be a safe integer of at least 4 and at most 1073741824, got 3'],
+    [{ maxOutputBytes: 10.5 }, 'config.maxOutputBytes must be a safe integer of at least 4 and at most 1073741824, got 10.5'],
+    [{ maxWallMs: 2147483648 }, 'config.maxWallMs must be at most 2147483647, got 2147483648'],
+    [{ maxQueuedRuns: 1.5 }, 'config.maxQueuedRuns must be a whole number, got 1.5'],
+  ])('rejects config %o through ctx.plugin, with the exact message', async (config, message) => {
     const ctx = new Context()
-    await expect(ctx.plugin(V8CodeRuntime, config as never)).rejects.toThrow(message)
+    await expect(ctx.plugin(V8CodeRuntime, config as never)).rejects.toThrow(new Error(`dsh-code-runtime-v8: ${message}`))
   })
 
   it('schema type errors come from the schema itself', async () => {
