@@ -191,9 +191,10 @@ struct Slot {
   /// Its host has started a program (until then it holds only what a
   /// fresh host holds, and recycling it would gain nothing).
   ran_any: bool,
-  /// Its host is over `recycle_above_bytes`: no run is placed on it, and
-  /// it is shut down once its runs end.
-  retiring: bool,
+  /// Its host was found holding this many bytes, over
+  /// `recycle_above_bytes`: no run is placed on it, and it is shut down
+  /// once its runs end.
+  retiring: Option<u64>,
 }
 
 #[derive(Default)]
@@ -238,7 +239,7 @@ impl State {
     let count = self.slots.len();
     let chosen = (0..count)
       .map(|i| (self.next_slot + i) % count)
-      .filter(|&i| self.slots[i].ready && !self.slots[i].retiring && self.slots[i].host.is_some())
+      .filter(|&i| self.slots[i].ready && self.slots[i].retiring.is_none() && self.slots[i].host.is_some())
       .min_by_key(|&i| self.slots[i].placed)?;
     self.next_slot = (chosen + 1) % count;
     Some(chosen)
@@ -754,14 +755,13 @@ impl Supervisor {
   fn recycle_if_over(&self, state: &mut State, slot: usize) {
     let entry = &mut state.slots[slot];
     let Some(host) = entry.host.clone() else { return };
-    if entry.ran_any && !entry.retiring {
-      let resident = resident_bytes(host.pid);
-      if resident.is_some_and(|bytes| bytes > self.settings.recycle_above_bytes) {
-        entry.retiring = true;
-        *lock(&host.killed_for) = Some(HostEnd::Recycled { resident_mb: resident.unwrap_or(0) >> 20 });
-      }
+    if entry.ran_any && entry.retiring.is_none() {
+      entry.retiring = resident_bytes(host.pid).filter(|bytes| *bytes > self.settings.recycle_above_bytes);
     }
-    if entry.retiring && entry.placed == 0 {
+    if let (Some(resident), 0) = (entry.retiring, entry.placed) {
+      // Its end is a recycling only from here: a host that dies while its
+      // last runs finish is described as what it died of.
+      lock(&host.killed_for).get_or_insert(HostEnd::Recycled { resident_mb: resident >> 20 });
       host.send(&ToHost::Shutdown);
     }
   }
