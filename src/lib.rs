@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use dsh_protocol::bindings_descriptor::BindingsDescriptor;
 use dsh_protocol::config::HostFacts;
-use dsh_protocol::frame::{Reply, ReplyKind};
+use dsh_protocol::frame::{Reply, ReplyKind, StatNumber};
 use dsh_protocol::ledger::{FailureKind, Outcomes, OutputLedger};
 use dsh_protocol::protections::Protection;
 use napi::bindgen_prelude::*;
@@ -108,96 +108,70 @@ macro_rules! native_outcomes {
 
 dsh_protocol::failure_kinds!(native_outcomes);
 
-/// A snapshot of the runtime for operators. The run counts are taken
-/// together: `inFlight === starting + computing + waiting`.
-#[napi(object, object_from_js = false)]
-pub struct NativeStats {
-  /// Runs submitted and waiting for admission.
-  pub queued: u32,
-  /// Runs admitted and not finished.
-  pub in_flight: u32,
-  /// In flight, waiting for a thread and an isolate.
-  pub starting: u32,
-  /// In flight, running (or runnable) on their thread.
-  pub computing: u32,
-  /// In flight, their thread parked on binding calls or timers.
-  pub waiting: u32,
-  /// Runs with at least one binding call the host has not answered.
-  pub waiting_on_host: u32,
-  /// Run threads alive (running a run, or idle with a prepared isolate).
-  pub threads: u32,
-  /// Idle threads holding a prepared isolate.
-  pub prepared_isolates: u32,
-  /// Finished runs by outcome, since the runtime started.
-  pub outcomes: NativeOutcomes,
-  /// run() calls refused because the queue was full.
-  pub refused: f64,
-  /// CPU time charged to programs (finished and in flight), in ms.
-  pub cpu_ms: f64,
-  /// Isolates disposed of after their runs. A run's result is delivered
-  /// first; its isolate counts here once its thread is done with it,
-  /// freed memory returned to the OS included.
-  pub isolates_disposed: f64,
-  /// Times freed memory was returned to the OS: after a run that held
-  /// 16 MiB or more outside V8's own mappings or was stopped at a memory
-  /// cap, and once the runtime has been idle for 250 ms after other runs.
-  pub memory_returns: f64,
-  /// Isolate hosts alive and taking runs (fewer than `isolateHosts` while
-  /// one is being replaced).
-  pub hosts: u32,
-  /// Hosts started to replace one that ended.
-  pub host_restarts: f64,
-  /// Runs that had started on a host when it ended (each settled
-  /// `worker-exit`); runs that had not started were placed again.
-  pub runs_lost_to_host_exits: f64,
-  /// How the last host that ended ended, as its runs were told.
-  pub last_host_exit: Option<String>,
-  /// Process ids of the isolate hosts alive (to inspect them from outside:
-  /// `/proc/<pid>/status`).
-  pub host_pids: Vec<u32>,
-  /// Each protection of the isolate hosts (`seccomp`, `noNewPrivs`,
-  /// `landlock`, `namespaces`, `noDumps`, `oomFirst`), true when every host
-  /// alive has it in effect.
-  pub sandbox: BTreeMap<String, bool>,
-  /// Hosts replaced because their resident memory stayed above
-  /// `hostMaxRssMb` (also counted in `hostRestarts`).
-  pub host_recycles: f64,
-}
-
-fn count(value: usize) -> u32 {
-  u32::try_from(value).unwrap_or(u32::MAX)
-}
-
-impl From<SupervisorStats> for NativeStats {
-  fn from(stats: SupervisorStats) -> Self {
-    let host = stats.host;
-    NativeStats {
-      queued: host.queued.saturating_add(count(stats.waiting_for_host)),
-      in_flight: host.in_flight,
-      starting: host.starting,
-      computing: host.computing,
-      waiting: host.waiting,
-      waiting_on_host: host.waiting_on_host,
-      threads: host.threads,
-      prepared_isolates: host.prepared_isolates,
-      outcomes: stats.outcomes.into(),
-      refused: stats.refused as f64,
-      cpu_ms: host.cpu_ms,
-      isolates_disposed: host.isolates_disposed as f64,
-      memory_returns: host.memory_returns as f64,
-      hosts: stats.hosts_alive,
-      host_restarts: stats.host_restarts as f64,
-      runs_lost_to_host_exits: stats.runs_lost as f64,
-      last_host_exit: stats.last_host_end,
-      host_pids: stats.host_pids,
-      sandbox: Protection::ALL
-        .iter()
-        .map(|protection| (protection.name().to_owned(), stats.sandbox.contains(*protection)))
-        .collect(),
-      host_recycles: stats.hosts_recycled as f64,
+/// `NativeStats`: the hosts' figures (a field each of
+/// `dsh_protocol::host_stats!`, with its doc: the gauges, then the
+/// totals) and the harness's own.
+macro_rules! native_stats {
+  (
+    gauges { $($(#[doc = $gauge_doc:tt])* $gauge:ident: $gauge_type:ident,)* }
+    totals { $($(#[doc = $total_doc:tt])* $total:ident: $total_type:ident,)* }
+  ) => {
+    /// A snapshot of the runtime for operators. The run counts are taken
+    /// together: `inFlight === starting + computing + waiting`.
+    #[napi(object, object_from_js = false)]
+    pub struct NativeStats {
+      $($(#[doc = $gauge_doc])* pub $gauge: f64,)*
+      /// Finished runs by outcome, since the runtime started.
+      pub outcomes: NativeOutcomes,
+      /// run() calls refused because the queue was full.
+      pub refused: f64,
+      $($(#[doc = $total_doc])* pub $total: f64,)*
+      /// Isolate hosts alive and taking runs (fewer than `isolateHosts` while
+      /// one is being replaced).
+      pub hosts: u32,
+      /// Hosts started to replace one that ended.
+      pub host_restarts: f64,
+      /// Runs that had started on a host when it ended (each settled
+      /// `worker-exit`); runs that had not started were placed again.
+      pub runs_lost_to_host_exits: f64,
+      /// How the last host that ended ended, as its runs were told.
+      pub last_host_exit: Option<String>,
+      /// Process ids of the isolate hosts alive (to inspect them from outside:
+      /// `/proc/<pid>/status`).
+      pub host_pids: Vec<u32>,
+      /// Each protection of the isolate hosts (`seccomp`, `noNewPrivs`,
+      /// `landlock`, `namespaces`, `noDumps`, `oomFirst`), true when every host
+      /// alive has it in effect.
+      pub sandbox: BTreeMap<String, bool>,
+      /// Hosts replaced because their resident memory stayed above
+      /// `hostMaxRssMb` (also counted in `hostRestarts`).
+      pub host_recycles: f64,
     }
-  }
+
+    impl From<SupervisorStats> for NativeStats {
+      fn from(stats: SupervisorStats) -> Self {
+        NativeStats {
+          $($gauge: StatNumber::to_f64(stats.host.$gauge),)*
+          $($total: StatNumber::to_f64(stats.host.$total),)*
+          outcomes: stats.outcomes.into(),
+          refused: stats.refused as f64,
+          hosts: stats.hosts_alive,
+          host_restarts: stats.host_restarts as f64,
+          runs_lost_to_host_exits: stats.runs_lost as f64,
+          last_host_exit: stats.last_host_end,
+          host_pids: stats.host_pids,
+          sandbox: Protection::ALL
+            .iter()
+            .map(|protection| (protection.name().to_owned(), stats.sandbox.contains(*protection)))
+            .collect(),
+          host_recycles: stats.hosts_recycled as f64,
+        }
+      }
+    }
+  };
 }
+
+dsh_protocol::host_stats!(native_stats);
 
 struct Core {
   supervisor: Arc<Supervisor>,

@@ -258,10 +258,10 @@ pub struct Supervisor {
 
 /// The harness's view of the hosts and runs, for `stats()`.
 pub struct SupervisorStats {
-  /// The live hosts' counts, added up, with what ended hosts counted.
+  /// The live hosts' figures added up, with the totals of the hosts that
+  /// ended, and the runs waiting in the harness's queue (for admission or
+  /// a host) in `queued`.
   pub host: HostStats,
-  /// Runs waiting in the harness's queue (for admission or a host).
-  pub waiting_for_host: usize,
   pub outcomes: Outcomes,
   pub refused: u64,
   pub hosts_alive: u32,
@@ -540,9 +540,9 @@ impl Supervisor {
       sandbox = state.protections.unwrap_or_default();
     }
     host.add(&state.ended_hosts);
+    host.queued = host.queued.saturating_add(u32::try_from(state.pending.len()).unwrap_or(u32::MAX));
     SupervisorStats {
       host,
-      waiting_for_host: state.pending.len(),
       outcomes: state.outcomes,
       refused: state.refused,
       hosts_alive: alive,

@@ -11,8 +11,10 @@
 //! batches too, into the run's mailbox, and the run's single reply pump (an
 //! async op armed only while calls are pending) takes them all at once. So
 //! `Promise.all` over thousands of calls costs a few thread hops and no
-//! per-call future, waker or channel. A reply for a run that has ended finds
-//! no mailbox and is dropped.
+//! per-call future, waker or channel. Each run's mailbox is in its record
+//! among the host's live runs (`live_runs.rs`), open only while the run
+//! executes: a reply for a run that has ended (or has not started) is
+//! dropped.
 //!
 //! Sequential calls (`await tools.a(); await tools.b()`) are bound by the
 //! thread and process wake-ups of each round trip, not by work. Both ends
@@ -20,7 +22,6 @@
 //! sleep: the reply pump here for the reply ([`SPIN_BEFORE_PARK`]), the
 //! harness for the next call (the addon's `HostSpin`).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -31,6 +32,7 @@ use dsh_protocol::config::spinning_helps;
 use dsh_protocol::frame::{HostCall, ReplyKind};
 
 use crate::budget;
+use crate::live_runs::LiveRuns;
 use crate::lock::lock;
 
 /// A host function's answer: how its text answers the call, and the text.
@@ -49,6 +51,9 @@ pub struct Mailbox {
   arrived: Notify,
   /// Calls of this run the host has not answered yet (for `stats()`).
   unanswered: AtomicUsize,
+  /// The run executes: replies are delivered here, and it counts as
+  /// waiting on the host while calls are unanswered.
+  open: AtomicBool,
 }
 
 /// How long the pump spins for a reply before parking its thread. A reply
@@ -99,6 +104,12 @@ impl Mailbox {
     }
   }
 
+  /// The run has calls the host has not answered, and is still there to
+  /// take the replies.
+  pub fn waiting_on_host(&self) -> bool {
+    self.open.load(Ordering::Acquire) && self.unanswered.load(Ordering::Relaxed) > 0
+  }
+
   /// Replies were added: let the pump know (waking it only if it parked).
   fn wake(&self) {
     self.pending.store(true, Ordering::SeqCst);
@@ -112,38 +123,43 @@ impl Mailbox {
 pub type SendCalls = Box<dyn Fn(Vec<HostCall>) + Send + Sync>;
 
 /// The per-runtime router between isolate threads and the host.
-#[derive(Default)]
 pub struct Bridge {
   /// Calls queued for the harness, sent by [`Bridge::flush`].
   outbox: Mutex<Vec<HostCall>>,
-  mailboxes: Mutex<HashMap<u32, Arc<Mailbox>>>,
+  /// The live runs, whose records hold their mailboxes.
+  runs: Arc<LiveRuns>,
   next_call: AtomicU32,
   /// Set once, when the channel is up.
   send_calls: OnceLock<SendCalls>,
 }
 
 impl Bridge {
+  /// A bridge routing replies to the mailboxes of `runs`.
+  pub fn new(runs: Arc<LiveRuns>) -> Bridge {
+    Bridge { outbox: Mutex::default(), runs, next_call: AtomicU32::new(0), send_calls: OnceLock::new() }
+  }
+
   /// Connect the harness; a second call is ignored.
   pub fn connect_host(&self, send_calls: SendCalls) {
     let _ = self.send_calls.set(send_calls);
   }
 
-  /// Open a run's mailbox; replies for runs without one are dropped.
+  /// Open a run's mailbox as it starts to execute; replies for runs whose
+  /// mailbox is not open are dropped. A run that is not among the live
+  /// runs gets a mailbox no reply reaches.
   pub fn open(&self, run_id: u32) -> Arc<Mailbox> {
-    let mailbox = Arc::new(Mailbox::default());
-    lock(&self.mailboxes).insert(run_id, mailbox.clone());
+    let mailbox = self.runs.get(run_id).map_or_else(Arc::default, |run| run.mailbox().clone());
+    mailbox.open.store(true, Ordering::Release);
     mailbox
   }
 
-  /// Close a run's mailbox: calls still with the host are abandoned (the
-  /// host may still settle them; their replies are dropped).
+  /// Close a run's mailbox as it stops executing: calls still with the
+  /// host are abandoned (the host may still settle them; their replies
+  /// are dropped).
   pub fn close(&self, run_id: u32) {
-    lock(&self.mailboxes).remove(&run_id);
-  }
-
-  /// Runs with at least one call the host has not answered.
-  pub fn runs_waiting_on_host(&self) -> usize {
-    lock(&self.mailboxes).values().filter(|mailbox| mailbox.unanswered.load(Ordering::Relaxed) > 0).count()
+    if let Some(run) = self.runs.get(run_id) {
+      run.mailbox().open.store(false, Ordering::Release);
+    }
   }
 
   /// Queue a call from the run whose mailbox is `mailbox` for the host;
@@ -167,23 +183,22 @@ impl Bridge {
     }
   }
 
-  /// Deliver host replies, waking each run's pump once; replies for ended
-  /// runs are dropped.
+  /// Deliver host replies, waking each run's pump once; replies for runs
+  /// that are not executing are dropped.
   pub fn reply_all(&self, replies: impl Iterator<Item = (u32, u32, Reply)>) {
     let mut touched: Vec<Arc<Mailbox>> = Vec::new();
-    {
-      let mailboxes = lock(&self.mailboxes);
-      for (run_id, call_id, reply) in replies {
-        if let Some(mailbox) = mailboxes.get(&run_id) {
-          lock(&mailbox.replies).push((call_id, reply));
-          // A reply to no call (a direct caller of reply()) must not wrap the count.
-          let _ = mailbox.unanswered.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-          if !touched.iter().any(|seen| Arc::ptr_eq(seen, mailbox)) {
-            touched.push(mailbox.clone());
-          }
-        }
+    let replies = replies.map(|(run_id, call_id, reply)| (run_id, (call_id, reply)));
+    self.runs.route(replies, |run, (call_id, reply)| {
+      let Some(mailbox) = run.map(|run| run.mailbox()).filter(|mailbox| mailbox.open.load(Ordering::Acquire)) else {
+        return;
+      };
+      lock(&mailbox.replies).push((call_id, reply));
+      // A reply to no call (a direct caller of reply()) must not wrap the count.
+      let _ = mailbox.unanswered.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+      if !touched.iter().any(|seen| Arc::ptr_eq(seen, mailbox)) {
+        touched.push(mailbox.clone());
       }
-    }
+    });
     for mailbox in touched {
       mailbox.wake();
     }

@@ -20,6 +20,7 @@ mod icu_memory;
 mod isolate;
 #[cfg(test)]
 mod isolate_cost;
+pub mod live_runs;
 pub mod lockdown;
 mod memory_return;
 pub mod platform;

@@ -15,7 +15,6 @@
 //! harness settles its runs as `worker-exit`), never a thread alone, which
 //! would leave a run that never settles.
 
-use std::collections::HashMap;
 use std::io::{BufReader, Write};
 use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
@@ -25,13 +24,13 @@ use std::time::Duration;
 use dsh_isolate_host::bindings_descriptor::BindingsDescriptor;
 use dsh_isolate_host::bridge::Bridge;
 use dsh_isolate_host::config::RuntimeConfig;
-use dsh_isolate_host::control::RunControl;
+use dsh_isolate_host::live_runs::LiveRuns;
 use dsh_isolate_host::lock::lock;
 use dsh_isolate_host::lockdown;
 use dsh_isolate_host::run::{RunEvents, RunJob};
 use dsh_isolate_host::scheduler::{Scheduler, Submission};
 use dsh_isolate_host::{platform, StopReason};
-use dsh_protocol::frame::{read_frame, FromHost, HostStats, ToHost};
+use dsh_protocol::frame::{read_frame, FromHost, ToHost};
 use dsh_protocol::ledger::{FailureKind, OutputLedger};
 
 /// The host's end of the channel, written by every thread that has
@@ -121,14 +120,18 @@ fn main() {
     std::process::exit(2);
   }
 
-  let bridge = Arc::new(Bridge::default());
+  // Every run on this host, from its submission until its output exists:
+  // the scheduler registers it, the bridge routes its replies, the
+  // frames below reach it to stop it.
+  let runs = Arc::new(LiveRuns::default());
+  let bridge = Arc::new(Bridge::new(runs.clone()));
   {
     let channel = channel.clone();
     bridge.connect_host(Box::new(move |calls| channel.send(&FromHost::Calls(calls))));
   }
   let max_log_units = usize::try_from(config.max_output_bytes).unwrap_or(usize::MAX);
   let events = Arc::new(ChannelEvents { channel: channel.clone(), max_log_units });
-  let scheduler = match Scheduler::start(config.clone(), bridge.clone(), events) {
+  let scheduler = match Scheduler::start(config.clone(), runs.clone(), bridge.clone(), events) {
     Ok(scheduler) => scheduler,
     Err(error) => {
       eprintln!("dsh-isolate-host: starting the scheduler failed: {error}");
@@ -138,7 +141,6 @@ fn main() {
   lockdown::seal(&mut protections);
   channel.send(&FromHost::Ready { protections });
 
-  let live: Arc<Mutex<HashMap<u32, Arc<RunControl>>>> = Arc::default();
   loop {
     match read_frame(&mut reader, &mut frame) {
       Ok(true) => {}
@@ -151,42 +153,23 @@ fn main() {
     };
     match message {
       ToHost::Submit { run_id, wall_ms, program, bindings_json } => {
-        submit(&scheduler, &config, &channel, &live, run_id, wall_ms, program, &bindings_json)
+        submit(&scheduler, &config, &channel, run_id, wall_ms, program, &bindings_json)
       }
       ToHost::Abort { run_id, reason } => {
-        let control = lock(&live).get(&run_id).cloned();
-        if let Some(control) = control {
-          control.stop(StopReason::Abort(reason));
+        if let Some(run) = runs.get(run_id) {
+          run.control().stop(StopReason::Abort(reason));
         }
       }
       ToHost::Replies(replies) => {
         bridge.reply_all(replies.into_iter().map(|reply| (reply.run_id, reply.call_id, (reply.kind, reply.text))))
       }
-      ToHost::StatsRequest { seq } => {
-        let stats = scheduler.stats();
-        let count = |value: usize| u32::try_from(value).unwrap_or(u32::MAX);
-        let stats = HostStats {
-          queued: count(stats.queued),
-          in_flight: count(stats.in_flight),
-          starting: count(stats.starting),
-          computing: count(stats.computing),
-          waiting: count(stats.waiting),
-          waiting_on_host: count(bridge.runs_waiting_on_host()),
-          threads: count(stats.threads),
-          prepared_isolates: count(stats.prepared_isolates),
-          cpu_ms: stats.cpu.as_secs_f64() * 1000.0,
-          isolates_disposed: stats.isolates_disposed,
-          memory_returns: stats.memory_returns,
-        };
-        channel.send(&FromHost::Stats { seq, stats });
-      }
+      ToHost::StatsRequest { seq } => channel.send(&FromHost::Stats { seq, stats: scheduler.stats() }),
       ToHost::Shutdown => {
         // Disposal: no more admissions, every live run stopped (each still
         // reports its result), every thread joined; then the host is done.
         scheduler.close();
-        let controls: Vec<_> = lock(&live).values().cloned().collect();
-        for control in controls {
-          control.stop(StopReason::Disposed);
+        for run in runs.snapshot() {
+          run.control().stop(StopReason::Disposed);
         }
         scheduler.shutdown();
         std::process::exit(0);
@@ -200,12 +183,10 @@ fn main() {
 }
 
 /// Queue one run; its result (or its refusal) goes back on the channel.
-#[allow(clippy::too_many_arguments)]
 fn submit(
   scheduler: &Scheduler,
   config: &RuntimeConfig,
   channel: &Arc<Channel>,
-  live: &Arc<Mutex<HashMap<u32, Arc<RunControl>>>>,
   run_id: u32,
   wall_ms: f64,
   program: String,
@@ -224,17 +205,14 @@ fn submit(
   };
   let wall = Duration::from_secs_f64((wall_ms / 1000.0).clamp(0.0, config.max_wall_ms / 1000.0));
   let budget = scheduler.new_budget(wall);
-  lock(live).insert(run_id, budget.control().clone());
   let deliver = {
-    let (channel, live) = (channel.clone(), live.clone());
+    let channel = channel.clone();
     Box::new(move |output: dsh_protocol::ledger::Output| {
-      lock(&live).remove(&run_id);
       channel.send(&FromHost::Finished { run_id, completion: output.completion });
     })
   };
   let submission = Submission { job: RunJob { run_id, program, bindings, budget }, deliver };
   if scheduler.submit(submission).is_err() {
-    lock(live).remove(&run_id);
     channel.send(&FromHost::Refused { run_id });
   }
 }

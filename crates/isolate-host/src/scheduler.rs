@@ -23,7 +23,13 @@
 //! isolate prepared from the snapshot so that a run arriving at an idle
 //! runtime starts at once. The reserve does not grow with concurrency.
 //!
-//! Who does what: `submit` (Node's thread) queues and admits; a run's own
+//! Runs. Every run the scheduler takes is registered among the host's
+//! live runs (`live_runs.rs`) until its output exists: admission, stats and
+//! the watchdog read the runs there; the queues here hold the runs in
+//! their order, each with its registration, which [`Shared::finish`]
+//! drops.
+//!
+//! Who does what: `submit` (the channel's thread) queues and admits; a run's own
 //! thread admits the next runs when it ends; the scheduler thread
 //! ([`schedule_loop`]) makes threads, admits runs when a quantum runs out or
 //! a run starts to wait, finishes runs stopped while queued (abort, wall
@@ -40,11 +46,13 @@ use crate::budget::{self, Phase, PhaseObserver, RunBudget};
 use crate::config::RuntimeConfig;
 use crate::control::RunControl;
 use crate::isolate::PreparedIsolate;
-use crate::ledger::{FailureKind, Outcomes, Output, OutputLedger};
+use crate::ledger::{FailureKind, Output, OutputLedger};
+use crate::live_runs::{LiveRuns, RunRegistration};
 use crate::lock::lock;
 use crate::memory_return::{release_v8_page_pool, return_freed_memory, IdleReturn, MemoryReturn};
 use crate::run::{execute, finish_stopped, RunContext, RunEvents, RunJob};
 use crate::watchdog::Watchdog;
+use dsh_protocol::frame::HostStats;
 
 /// How long a run may compute without a pause (a wait on the host or a
 /// timer) before it stops counting against the compute slots, letting the
@@ -68,43 +76,22 @@ pub struct Submission {
   pub deliver: Box<dyn FnOnce(Output) + Send>,
 }
 
-/// What the scheduler reports to operators (`stats()`); the run counts
-/// are taken together, under one lock, so they add up:
-/// `in_flight == starting + computing + waiting`.
-pub struct SchedulerStats {
-  /// Submitted, waiting for admission.
-  pub queued: usize,
-  /// Admitted and not finished.
-  pub in_flight: usize,
-  /// In flight, waiting for a thread and an isolate.
-  pub starting: usize,
-  /// In flight, running (or ready to run) on their thread.
-  pub computing: usize,
-  /// In flight, parked on binding calls or timers.
-  pub waiting: usize,
-  /// Run threads (with a run, or holding a prepared isolate).
-  pub threads: usize,
-  /// Threads idle with a prepared isolate.
-  pub prepared_isolates: usize,
-  pub outcomes: Outcomes,
-  /// `run()` calls refused because the queue was full.
-  pub refused: u64,
-  /// CPU charged to programs, finished and in flight.
-  pub cpu: Duration,
-  /// Isolates disposed of after their runs, each counted once its thread
-  /// is done with it (its freed memory returned, if that was due).
-  pub isolates_disposed: u64,
-  /// Times freed memory was returned to the OS after a run.
-  pub memory_returns: u64,
+/// A submission the scheduler took, with its record among the live runs.
+struct Accepted {
+  submission: Submission,
+  /// Dropped when the run finishes, which removes its record.
+  registration: RunRegistration,
+  /// Admitted: counted in flight.
+  admitted: bool,
 }
 
 struct State {
   /// Submitted runs waiting for admission.
-  queue: VecDeque<Submission>,
+  queue: VecDeque<Accepted>,
   /// Admitted runs waiting for a thread.
-  ready: VecDeque<Submission>,
-  /// Every admitted, unfinished run, by run id.
-  in_flight: HashMap<u32, Arc<RunBudget>>,
+  ready: VecDeque<Accepted>,
+  /// Admitted, unfinished runs.
+  in_flight: usize,
   /// Threads idle with a prepared isolate, waiting for a ready run.
   idle: usize,
   /// Threads preparing an isolate, which will then take a ready run.
@@ -117,8 +104,7 @@ struct State {
   /// Since when the reserve of prepared isolates has been short.
   reserve_short_since: Option<Instant>,
   shutdown: bool,
-  outcomes: Outcomes,
-  refused: u64,
+  /// CPU charged to the runs that finished.
   finished_cpu: Duration,
   isolates_disposed: u64,
   memory: MemoryReturn,
@@ -184,6 +170,7 @@ struct Shared {
   occupancy: Arc<Occupancy>,
   handles: Mutex<HashMap<usize, JoinHandle<()>>>,
   config: RuntimeConfig,
+  runs: Arc<LiveRuns>,
   bridge: Arc<Bridge>,
   events: Arc<dyn RunEvents>,
   watchdog: Watchdog,
@@ -196,12 +183,19 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-  pub fn start(config: RuntimeConfig, bridge: Arc<Bridge>, events: Arc<dyn RunEvents>) -> std::io::Result<Scheduler> {
+  /// Start the scheduler of the runs registered in `runs` (the bridge's
+  /// table too: it routes their replies).
+  pub fn start(
+    config: RuntimeConfig,
+    runs: Arc<LiveRuns>,
+    bridge: Arc<Bridge>,
+    events: Arc<dyn RunEvents>,
+  ) -> std::io::Result<Scheduler> {
     let shared = Arc::new(Shared {
       state: Mutex::new(State {
         queue: VecDeque::new(),
         ready: VecDeque::new(),
-        in_flight: HashMap::new(),
+        in_flight: 0,
         idle: 0,
         preparing: 0,
         threads: 0,
@@ -209,8 +203,6 @@ impl Scheduler {
         next_thread: 0,
         reserve_short_since: None,
         shutdown: false,
-        outcomes: Outcomes::default(),
-        refused: 0,
         finished_cpu: Duration::ZERO,
         isolates_disposed: 0,
         memory: MemoryReturn::default(),
@@ -218,8 +210,9 @@ impl Scheduler {
       work: Condvar::new(),
       occupancy: Arc::default(),
       handles: Mutex::default(),
-      watchdog: Watchdog::start()?,
+      watchdog: Watchdog::start(runs.clone())?,
       config,
+      runs,
       bridge,
       events,
     });
@@ -268,46 +261,54 @@ impl Scheduler {
     ))
   }
 
-  /// Queue a run (admitting it at once when it may start). Refused (handed
-  /// back) when the queue is full or the scheduler is shutting down.
+  /// Queue a run (admitting it at once when it may start): from now until
+  /// its output exists it is among the live runs. Refused (handed back,
+  /// never registered) when the queue is full or the scheduler is
+  /// shutting down.
   pub fn submit(&self, submission: Submission) -> Result<(), Submission> {
     let shared = &self.shared;
     let mut state = lock(&shared.state);
-    if state.shutdown {
+    if state.shutdown || state.queue.len() >= shared.config.max_queued_runs {
       return Err(submission);
     }
-    if state.queue.len() >= shared.config.max_queued_runs {
-      state.refused += 1;
-      return Err(submission);
-    }
-    shared.watchdog.watch(submission.job.budget.clone());
-    state.queue.push_back(submission);
+    let registration = shared.runs.register(submission.job.run_id, submission.job.budget.clone());
+    shared.watchdog.run_registered();
+    state.queue.push_back(Accepted { submission, registration, admitted: false });
     shared.admit_and_hand_on(&mut state);
     Ok(())
   }
 
-  pub fn stats(&self) -> SchedulerStats {
+  /// What this host is doing, for the harness's `stats()`: the run
+  /// counts are taken under the scheduler's lock, which admission and
+  /// finishing take too, so that they add up
+  /// (`in_flight == starting + computing + waiting`).
+  pub fn stats(&self) -> HostStats {
     let state = lock(&self.shared.state);
-    let starting = state.ready.len();
-    let (mut computing, mut waiting, mut cpu) = (0usize, 0usize, state.finished_cpu);
-    for budget in state.in_flight.values() {
-      match budget.phase() {
+    let live = self.shared.runs.snapshot();
+    let (mut computing, mut waiting, mut waiting_on_host, mut cpu) = (0usize, 0usize, 0usize, state.finished_cpu);
+    for run in &live {
+      match run.budget().phase() {
+        Phase::Queued | Phase::Ended => {}
+        Phase::Computing => computing += 1,
         Phase::Waiting => waiting += 1,
-        _ => computing += 1,
       }
-      cpu += budget.cpu_used();
+      if run.mailbox().waiting_on_host() {
+        waiting_on_host += 1;
+      }
+      cpu += run.budget().cpu_used();
     }
-    SchedulerStats {
-      queued: state.queue.len(),
-      in_flight: state.in_flight.len(),
-      starting,
-      computing: computing.saturating_sub(starting),
-      waiting,
-      threads: state.threads,
-      prepared_isolates: state.idle,
-      outcomes: state.outcomes,
-      refused: state.refused,
-      cpu,
+    let starting = state.ready.len();
+    let count = |value: usize| u32::try_from(value).unwrap_or(u32::MAX);
+    HostStats {
+      queued: count(state.queue.len()),
+      in_flight: count(state.in_flight),
+      starting: count(starting),
+      computing: count(computing.saturating_sub(starting)),
+      waiting: count(waiting),
+      waiting_on_host: count(waiting_on_host),
+      threads: count(state.threads),
+      prepared_isolates: count(state.idle),
+      cpu_ms: cpu.as_secs_f64() * 1000.0,
       isolates_disposed: state.isolates_disposed,
       memory_returns: state.memory.returns,
     }
@@ -341,17 +342,17 @@ impl Scheduler {
 impl Shared {
   /// Runs currently busy (computing for less than a quantum), and how long
   /// until the first of them stops counting.
-  fn busy(state: &State) -> (usize, Option<Duration>) {
+  fn busy(&self) -> (usize, Option<Duration>) {
     let mut busy = 0;
     let mut next = None::<Duration>;
-    for budget in state.in_flight.values() {
-      if let Some(for_how_long) = budget.computing_for() {
+    self.runs.each(|run| {
+      if let Some(for_how_long) = run.budget().computing_for() {
         if let Some(left) = left_of(ADMISSION_QUANTUM, for_how_long) {
           busy += 1;
           next = sooner(next, left);
         }
       }
-    }
+    });
     (busy, next)
   }
 
@@ -376,19 +377,20 @@ impl Shared {
     let mut busy: Option<(usize, Option<Duration>)> = None;
     let mut admitted = 0;
     let mut recheck = None;
-    while !state.shutdown && !state.queue.is_empty() && state.in_flight.len() < self.config.max_concurrent_runs {
+    while !state.shutdown && !state.queue.is_empty() && state.in_flight < self.config.max_concurrent_runs {
       if self.occupancy.computing.load(Ordering::Acquire) >= self.config.busy_slots {
-        let (count, next) = busy.get_or_insert_with(|| Shared::busy(state));
+        let (count, next) = busy.get_or_insert_with(|| self.busy());
         if *count >= self.config.busy_slots {
           recheck = *next;
           break;
         }
         *count += 1;
       }
-      let Some(submission) = state.queue.pop_front() else { break };
-      submission.job.budget.admit();
-      state.in_flight.insert(submission.job.run_id, submission.job.budget.clone());
-      state.ready.push_back(submission);
+      let Some(mut accepted) = state.queue.pop_front() else { break };
+      accepted.submission.job.budget.admit();
+      accepted.admitted = true;
+      state.in_flight += 1;
+      state.ready.push_back(accepted);
       admitted += 1;
     }
     self.occupancy.queued.store(state.queue.len(), Ordering::Release);
@@ -407,15 +409,18 @@ impl Shared {
     recheck
   }
 
-  /// Account for a finished run and deliver its output. The accounting
-  /// comes first, so a caller who sees the result sees it counted.
-  fn finish(&self, submission: Submission, output: Output, state: &mut MutexGuard<'_, State>) -> Delivery {
+  /// Account for a finished run and hand back its output's delivery. The
+  /// accounting comes first, and the run leaves the live runs, so that a
+  /// caller who sees the result sees it counted and the run gone.
+  fn finish(&self, accepted: Accepted, output: Output, state: &mut MutexGuard<'_, State>) -> Delivery {
+    let Accepted { submission, registration, admitted } = accepted;
+    if admitted {
+      state.in_flight -= 1;
+    }
     let budget = &submission.job.budget;
-    state.in_flight.remove(&submission.job.run_id);
-    state.outcomes.count(&output.completion);
     state.finished_cpu += budget.cpu_used();
     budget.end();
-    self.watchdog.forget(budget);
+    drop(registration);
     Delivery { deliver: submission.deliver, output }
   }
 
@@ -423,13 +428,13 @@ impl Shared {
   fn reap(&self, state: &mut MutexGuard<'_, State>) -> Vec<Delivery> {
     let mut stopped = Vec::new();
     let mut kept = VecDeque::with_capacity(state.queue.len());
-    while let Some(submission) = state.queue.pop_front() {
-      match submission.job.budget.control().reason() {
+    while let Some(accepted) = state.queue.pop_front() {
+      match accepted.submission.job.budget.control().reason() {
         Some(reason) => {
           let output = finish_stopped(OutputLedger::new(self.config.max_output_bytes), &reason, &self.config);
-          stopped.push(self.finish(submission, output, state));
+          stopped.push(self.finish(accepted, output, state));
         }
-        None => kept.push_back(submission),
+        None => kept.push_back(accepted),
       }
     }
     state.queue = kept;
@@ -440,16 +445,16 @@ impl Shared {
   /// A thread about to look for work (the one calling, having prepared its
   /// isolate): take a ready run, or wait for one as part of the reserve, or
   /// retire (None).
-  fn take_ready(&self) -> Option<Submission> {
+  fn take_ready(&self) -> Option<Accepted> {
     let mut state = lock(&self.state);
     state.preparing -= 1;
     loop {
-      if let Some(submission) = state.ready.pop_front() {
+      if let Some(accepted) = state.ready.pop_front() {
         if state.idle + state.preparing < self.config.prepared_isolates {
           // The reserve is short: the scheduler tops it up if it stays so.
           self.occupancy.doorbell.ring();
         }
-        return Some(submission);
+        return Some(accepted);
       }
       // Beyond the reserve a thread stays only for runs still queued: it
       // takes one as soon as it is admitted, with its isolate prepared.
@@ -465,9 +470,9 @@ impl Shared {
   /// A thread finished a run: account for it, admit what may start now and
   /// say whether the thread should prepare another isolate (for a ready run
   /// or the reserve) rather than retire.
-  fn run_ended(&self, submission: Submission, output: Output) -> (Delivery, bool) {
+  fn run_ended(&self, accepted: Accepted, output: Output) -> (Delivery, bool) {
     let mut state = lock(&self.state);
-    let delivery = self.finish(submission, output, &mut state);
+    let delivery = self.finish(accepted, output, &mut state);
     // Decided before admitting, so that admission counts this thread as
     // coming for the next ready run instead of asking for a new one.
     // A thread is worth keeping for any run that will need one: reusing it
@@ -552,7 +557,7 @@ fn schedule_loop(shared: &Arc<Shared>) {
       }
     }
     let spawn = shared.plan_threads(&mut state, for_ready + for_reserve);
-    let idle = state.in_flight.is_empty() && state.queue.is_empty();
+    let idle = state.in_flight == 0 && state.queue.is_empty();
     let memory = state.memory.when_idle(idle);
     if let IdleReturn::After(left) = memory {
       recheck = sooner(recheck, left);
@@ -619,9 +624,9 @@ fn spawn_run_thread(shared: &Arc<Shared>, id: usize) {
       state.threads -= 1;
       let mut failed = Vec::new();
       if state.threads == 0 {
-        while let Some(submission) = state.ready.pop_front() {
+        while let Some(accepted) = state.ready.pop_front() {
           let output = substrate_failure(&shared.config, &format!("no thread could be started for the run: {error}"));
-          failed.push(shared.finish(submission, output, &mut state));
+          failed.push(shared.finish(accepted, output, &mut state));
         }
       }
       drop(state);
@@ -649,9 +654,9 @@ fn run_thread(shared: &Shared, id: usize) {
     Err(error) => {
       // Without a runtime this thread can run nothing: fail the run it was
       // made for (if it is still there) rather than leave it waiting.
-      if let Some(submission) = shared.take_ready() {
+      if let Some(accepted) = shared.take_ready() {
         let output = substrate_failure(&shared.config, &format!("the run's thread could not start: {error}"));
-        let (delivery, wanted) = shared.run_ended(submission, output);
+        let (delivery, wanted) = shared.run_ended(accepted, output);
         if wanted {
           lock(&shared.state).preparing -= 1;
         }
@@ -666,19 +671,19 @@ fn run_thread(shared: &Shared, id: usize) {
       let _entered = runtime.enter();
       PreparedIsolate::new(&shared.config)
     };
-    let Some(submission) = shared.take_ready() else {
+    let Some(accepted) = shared.take_ready() else {
       let _entered = runtime.enter();
       drop(prepared);
       return shared.retire(id);
     };
     let (output, spent) = match prepared {
       Ok(isolate) => {
-        let (output, spent) = runtime.block_on(execute(isolate, &submission.job, &context));
+        let (output, spent) = runtime.block_on(execute(isolate, &accepted.submission.job, &context));
         (output, Some(spent))
       }
       Err(message) => (substrate_failure(&shared.config, &message), None),
     };
-    let (delivery, wanted) = shared.run_ended(submission, output);
+    let (delivery, wanted) = shared.run_ended(accepted, output);
     delivery.deliver();
     // Delivery just woke the harness's channel reader. The kernel often
     // queues it on this CPU (wake-affine), behind this thread, which is about to spend
@@ -742,22 +747,25 @@ mod tests {
   /// A run submitted while every compute slot is taken by runs that started
   /// computing within the quantum is queued; once the quantum is over it
   /// must start, although no run pauses or ends meanwhile. The busy runs
-  /// here are budgets admitted just now with no thread behind them: to
-  /// admission they are CPU-bound runs that have just resumed, and nothing
-  /// they do can wake the scheduler.
+  /// here are live runs whose budgets were admitted just now, with no
+  /// thread behind them: to admission they are CPU-bound runs that have
+  /// just resumed, and nothing they do can wake the scheduler.
   #[test]
   fn a_run_queued_behind_busy_slots_starts_when_the_quantum_is_over() {
     platform::ensure_initialized().expect("V8 initialises");
+    let runs = Arc::new(LiveRuns::default());
+    let bridge = Arc::new(Bridge::new(runs.clone()));
     let scheduler =
-      Scheduler::start(config(), Arc::new(Bridge::default()), Arc::new(Unobserved)).expect("the scheduler starts");
+      Scheduler::start(config(), runs.clone(), bridge, Arc::new(Unobserved)).expect("the scheduler starts");
     let busy: Vec<Arc<RunBudget>> = (0..config().busy_slots).map(|_| scheduler.new_budget(wall())).collect();
-    {
-      let mut state = lock(&scheduler.shared.state);
-      for (i, budget) in busy.iter().enumerate() {
+    let registrations: Vec<RunRegistration> = busy
+      .iter()
+      .enumerate()
+      .map(|(i, budget)| {
         budget.admit();
-        state.in_flight.insert(1000 + i as u32, budget.clone());
-      }
-    }
+        runs.register(1000 + i as u32, budget.clone())
+      })
+      .collect();
     // The busy runs count as busy for one quantum from their (re)start: a
     // machine that stalls this thread longer than that between the restart
     // and the reading lets the run in honestly, and the attempt is made
@@ -793,13 +801,10 @@ mod tests {
       Ok(_) => panic!("the run failed"),
       Err(_) => panic!("the queued run never started: {} queued", scheduler.stats().queued),
     }
-    {
-      let mut state = lock(&scheduler.shared.state);
-      for (i, budget) in busy.iter().enumerate() {
-        budget.end();
-        state.in_flight.remove(&(1000 + i as u32));
-      }
+    for budget in &busy {
+      budget.end();
     }
+    drop(registrations);
     scheduler.shutdown();
   }
 }

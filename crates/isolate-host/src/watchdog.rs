@@ -1,42 +1,44 @@
 //! The budget watchdog: one thread per runtime that enforces each live
 //! run's wall-clock ceiling and CPU budget from OUTSIDE the isolate, so a
 //! synchronous `for (;;) {}` is stopped as surely as a slow await. What a
-//! run has used is its [`RunBudget`]'s to say; this thread only reads it.
+//! run has used is its [`RunBudget`]'s to say; the runs are the host's
+//! live runs (`live_runs.rs`); this thread only reads them, and stops a
+//! run once.
 //!
 //! The watchdog sleeps exactly until the earliest moment any budget could
 //! run out (a thread's CPU clock cannot advance faster than the wall clock),
 //! so it costs nothing while runs are idle and overshoots a budget only by
 //! scheduling noise.
+//!
+//! [`RunBudget`]: crate::budget::RunBudget
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::budget::{Phase, RunBudget};
+use crate::budget::Phase;
 use crate::control::StopReason;
+use crate::live_runs::LiveRuns;
 use crate::lock::lock;
 
-#[derive(Default)]
-struct State {
-  runs: Vec<Arc<RunBudget>>,
-  shutdown: bool,
-}
-
-#[derive(Default)]
 struct Shared {
-  state: Mutex<State>,
+  /// Set when the watchdog is to stop.
+  shutdown: Mutex<bool>,
   changed: Condvar,
+  runs: Arc<LiveRuns>,
 }
 
-/// The watchdog thread and its list of watched runs.
+/// The watchdog thread.
 pub struct Watchdog {
   shared: Arc<Shared>,
   thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Watchdog {
-  pub fn start() -> std::io::Result<Watchdog> {
-    let shared = Arc::new(Shared::default());
+  /// Watch the live runs of `runs`, each from its registration until it
+  /// ends or the watchdog stops it.
+  pub fn start(runs: Arc<LiveRuns>) -> std::io::Result<Watchdog> {
+    let shared = Arc::new(Shared { shutdown: Mutex::new(false), changed: Condvar::new(), runs });
     let thread = std::thread::Builder::new().name("dsh-v8-watchdog".into()).spawn({
       let shared = shared.clone();
       move || watch_loop(&shared)
@@ -44,23 +46,21 @@ impl Watchdog {
     Ok(Watchdog { shared, thread: Mutex::new(Some(thread)) })
   }
 
-  /// Watch a run's budget until [`Watchdog::forget`]: its wall ceiling
-  /// from now on, its CPU once metered. A meter that starts while the
-  /// watchdog sleeps needs no wake-up: no sleep is longer than the CPU left
-  /// to any watched run, which a meter started later cannot spend sooner.
-  pub fn watch(&self, budget: Arc<RunBudget>) {
-    lock(&self.shared.state).runs.push(budget);
+  /// A run was registered: its wall ceiling may come before the
+  /// watchdog's next look, which it must then bring forward. A meter that
+  /// starts while the watchdog sleeps needs no wake-up: no sleep is longer
+  /// than the CPU left to any watched run, which a meter started later
+  /// cannot spend sooner.
+  pub fn run_registered(&self) {
+    // Under the lock the watchdog holds from its look at the runs until it
+    // sleeps: a run registered after that look is announced to the sleep.
+    let _shutdown = lock(&self.shared.shutdown);
     self.shared.changed.notify_one();
-  }
-
-  /// Stop watching a run.
-  pub fn forget(&self, budget: &Arc<RunBudget>) {
-    lock(&self.shared.state).runs.retain(|run| !Arc::ptr_eq(run, budget));
   }
 
   /// Stop the thread and wait for it.
   pub fn shutdown(&self) {
-    lock(&self.shared.state).shutdown = true;
+    *lock(&self.shared.shutdown) = true;
     self.shared.changed.notify_one();
     if let Some(thread) = lock(&self.thread).take() {
       let _ = thread.join();
@@ -75,34 +75,36 @@ const MIN_TICK: Duration = Duration::from_micros(500);
 const IDLE_TICK: Duration = Duration::from_secs(3600);
 
 fn watch_loop(shared: &Shared) {
-  let mut state = lock(&shared.state);
+  let mut shutdown = lock(&shared.shutdown);
   loop {
-    if state.shutdown {
+    if *shutdown {
       return;
     }
     let now = Instant::now();
     let mut next = IDLE_TICK;
-    state.runs.retain(|run| {
-      if run.phase() == Phase::Ended {
-        return false;
+    // Read outside the table's lock: a CPU clock is a system call per run.
+    for run in shared.runs.snapshot() {
+      let budget = run.budget();
+      if !run.watched() || budget.phase() == Phase::Ended {
+        continue;
       }
-      if now >= run.wall_deadline() {
+      if now >= budget.wall_deadline() {
+        run.unwatch();
         run.control().stop(StopReason::WallCeiling);
-        return false;
+        continue;
       }
-      next = next.min(run.wall_deadline() - now);
+      next = next.min(budget.wall_deadline() - now);
       // A run not metered yet (queued, starting) has its whole budget left,
       // and it cannot be spent sooner than that much wall time from now.
-      match run.cpu_left() {
+      match budget.cpu_left() {
         None => {
+          run.unwatch();
           run.control().stop(StopReason::ComputeBudget);
-          return false;
         }
         Some(left) => next = next.min(left.max(MIN_TICK)),
       }
-      true
-    });
-    state = match shared.changed.wait_timeout(state, next) {
+    }
+    shutdown = match shared.changed.wait_timeout(shutdown, next) {
       Ok((guard, _)) => guard,
       Err(poisoned) => poisoned.into_inner().0,
     };

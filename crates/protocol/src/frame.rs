@@ -118,49 +118,167 @@ pub struct HostCall {
   pub args: String,
 }
 
-/// A host's scheduler, as one snapshot (`in_flight == starting +
-/// computing + waiting`).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct HostStats {
-  pub queued: u32,
-  pub in_flight: u32,
-  pub starting: u32,
-  pub computing: u32,
-  pub waiting: u32,
-  pub waiting_on_host: u32,
-  pub threads: u32,
-  pub prepared_isolates: u32,
-  pub cpu_ms: f64,
-  pub isolates_disposed: u64,
-  pub memory_returns: u64,
+/// The figures a host reports in [`FromHost::Stats`], each written once:
+/// its field, its type on the channel, its kind, and its doc, which is the
+/// user's: the same field of `stats()` (the addon's napi `NativeStats`,
+/// made by `host_stats!(native_stats)` in its lib.rs, whose docs `npm run
+/// build:bindings` carries into `index.d.ts`). The kinds are the two
+/// sections: `gauges`, what a host holds now (added up over the live
+/// hosts, gone with their host), and `totals`, counted since a host
+/// started (kept once it has ended). Their order is their order on the
+/// channel. Every use is made from this one list: [`HostStats`] with its
+/// sum, its totals and its coding here, `NativeStats` and its conversion
+/// there. Expands `$then!` with the list.
+#[macro_export]
+macro_rules! host_stats {
+  ($then:ident) => {
+    // Docs as `#[doc = "..."]`: a `///` inside a macro reaches napi-derive
+    // as a raw string literal, whose text it does not unescape.
+    $then! {
+      gauges {
+        #[doc = " Runs submitted and waiting for admission."]
+        queued: u32,
+        #[doc = " Runs admitted and not finished."]
+        in_flight: u32,
+        #[doc = " In flight, waiting for a thread and an isolate."]
+        starting: u32,
+        #[doc = " In flight, running (or runnable) on their thread."]
+        computing: u32,
+        #[doc = " In flight, their thread parked on binding calls or timers."]
+        waiting: u32,
+        #[doc = " Runs with at least one binding call the host has not answered."]
+        waiting_on_host: u32,
+        #[doc = " Run threads alive (running a run, or idle with a prepared isolate)."]
+        threads: u32,
+        #[doc = " Idle threads holding a prepared isolate."]
+        prepared_isolates: u32,
+      }
+      totals {
+        #[doc = " CPU time charged to programs (finished and in flight), in ms."]
+        cpu_ms: f64,
+        #[doc = " Isolates disposed of after their runs. A run's result is delivered"]
+        #[doc = " first; its isolate counts here once its thread is done with it,"]
+        #[doc = " freed memory returned to the OS included."]
+        isolates_disposed: u64,
+        #[doc = " Times freed memory was returned to the OS: after a run that held"]
+        #[doc = " 16 MiB or more outside V8's own mappings or was stopped at a memory"]
+        #[doc = " cap, and once the runtime has been idle for 250 ms after other runs."]
+        memory_returns: u64,
+      }
+    }
+  };
 }
 
-impl HostStats {
-  /// Add `other`'s counts to these (saturating: a host's figures are its
-  /// own word, and may be anything).
-  pub fn add(&mut self, other: &HostStats) {
-    self.queued = self.queued.saturating_add(other.queued);
-    self.in_flight = self.in_flight.saturating_add(other.in_flight);
-    self.starting = self.starting.saturating_add(other.starting);
-    self.computing = self.computing.saturating_add(other.computing);
-    self.waiting = self.waiting.saturating_add(other.waiting);
-    self.waiting_on_host = self.waiting_on_host.saturating_add(other.waiting_on_host);
-    self.threads = self.threads.saturating_add(other.threads);
-    self.prepared_isolates = self.prepared_isolates.saturating_add(other.prepared_isolates);
-    self.cpu_ms += other.cpu_ms;
-    self.isolates_disposed = self.isolates_disposed.saturating_add(other.isolates_disposed);
-    self.memory_returns = self.memory_returns.saturating_add(other.memory_returns);
-  }
-
-  /// What stays counted once the host has ended: its totals since it
-  /// started, none of its current run counts.
-  pub fn totals(&self) -> HostStats {
-    HostStats {
-      cpu_ms: self.cpu_ms,
-      isolates_disposed: self.isolates_disposed,
-      memory_returns: self.memory_returns,
-      ..HostStats::default()
+macro_rules! define_host_stats {
+  (
+    gauges { $($(#[doc = $gauge_doc:tt])* $gauge:ident: $gauge_type:ident,)* }
+    totals { $($(#[doc = $total_doc:tt])* $total:ident: $total_type:ident,)* }
+  ) => {
+    /// A host's figures, as one snapshot (`in_flight == starting +
+    /// computing + waiting`); the fields are [`host_stats!`]'s.
+    #[derive(Debug, Clone, Copy, Default, PartialEq)]
+    pub struct HostStats {
+      $($(#[doc = $gauge_doc])* pub $gauge: $gauge_type,)*
+      $($(#[doc = $total_doc])* pub $total: $total_type,)*
     }
+
+    impl HostStats {
+      /// Add `other`'s figures to these (saturating: a host's figures are
+      /// its own word, and may be anything).
+      pub fn add(&mut self, other: &HostStats) {
+        $(self.$gauge = StatNumber::plus(self.$gauge, other.$gauge);)*
+        $(self.$total = StatNumber::plus(self.$total, other.$total);)*
+      }
+
+      /// What stays counted once the host has ended: its totals since it
+      /// started, none of its gauges.
+      pub fn totals(&self) -> HostStats {
+        HostStats { $($total: self.$total,)* ..HostStats::default() }
+      }
+
+      fn encode<'a>(&self, frame: FrameWriter<'a>) -> FrameWriter<'a> {
+        $(let frame = WireNumber::put(self.$gauge, frame);)*
+        $(let frame = WireNumber::put(self.$total, frame);)*
+        frame
+      }
+
+      fn decode(fields: &mut Fields<'_>) -> Result<HostStats, ProtocolError> {
+        // Fields are read in the order written (a struct literal's order).
+        Ok(HostStats {
+          $($gauge: WireNumber::take(fields)?,)*
+          $($total: WireNumber::take(fields)?,)*
+        })
+      }
+    }
+  };
+}
+
+host_stats!(define_host_stats);
+
+/// A number a stats figure is made of: how two hosts' figures add up,
+/// and how it reaches JS (a number).
+pub trait StatNumber: Copy {
+  fn plus(self, other: Self) -> Self;
+  fn to_f64(self) -> f64;
+}
+
+impl StatNumber for u32 {
+  fn plus(self, other: Self) -> Self {
+    self.saturating_add(other)
+  }
+  fn to_f64(self) -> f64 {
+    f64::from(self)
+  }
+}
+
+impl StatNumber for u64 {
+  fn plus(self, other: Self) -> Self {
+    self.saturating_add(other)
+  }
+  fn to_f64(self) -> f64 {
+    self as f64
+  }
+}
+
+impl StatNumber for f64 {
+  fn plus(self, other: Self) -> Self {
+    self + other
+  }
+  fn to_f64(self) -> f64 {
+    self
+  }
+}
+
+/// How a number crosses the channel.
+trait WireNumber: Sized {
+  fn put(self, frame: FrameWriter<'_>) -> FrameWriter<'_>;
+  fn take(fields: &mut Fields<'_>) -> Result<Self, ProtocolError>;
+}
+
+impl WireNumber for u32 {
+  fn put(self, frame: FrameWriter<'_>) -> FrameWriter<'_> {
+    frame.u32(self)
+  }
+  fn take(fields: &mut Fields<'_>) -> Result<Self, ProtocolError> {
+    fields.u32()
+  }
+}
+
+impl WireNumber for u64 {
+  fn put(self, frame: FrameWriter<'_>) -> FrameWriter<'_> {
+    frame.u64(self)
+  }
+  fn take(fields: &mut Fields<'_>) -> Result<Self, ProtocolError> {
+    fields.u64()
+  }
+}
+
+impl WireNumber for f64 {
+  fn put(self, frame: FrameWriter<'_>) -> FrameWriter<'_> {
+    frame.f64(self)
+  }
+  fn take(fields: &mut Fields<'_>) -> Result<Self, ProtocolError> {
+    fields.f64()
   }
 }
 
@@ -348,20 +466,7 @@ impl FromHost {
         }
       }
       FromHost::Refused { run_id } => FrameWriter::new(out, REFUSED).u32(*run_id).finish(),
-      FromHost::Stats { seq, stats } => FrameWriter::new(out, STATS)
-        .u64(*seq)
-        .u32(stats.queued)
-        .u32(stats.in_flight)
-        .u32(stats.starting)
-        .u32(stats.computing)
-        .u32(stats.waiting)
-        .u32(stats.waiting_on_host)
-        .u32(stats.threads)
-        .u32(stats.prepared_isolates)
-        .f64(stats.cpu_ms)
-        .u64(stats.isolates_disposed)
-        .u64(stats.memory_returns)
-        .finish(),
+      FromHost::Stats { seq, stats } => stats.encode(FrameWriter::new(out, STATS).u64(*seq)).finish(),
     }
   }
 
@@ -405,22 +510,7 @@ impl FromHost {
         FromHost::Finished { run_id, completion }
       }
       REFUSED => FromHost::Refused { run_id: fields.u32()? },
-      STATS => FromHost::Stats {
-        seq: fields.u64()?,
-        stats: HostStats {
-          queued: fields.u32()?,
-          in_flight: fields.u32()?,
-          starting: fields.u32()?,
-          computing: fields.u32()?,
-          waiting: fields.u32()?,
-          waiting_on_host: fields.u32()?,
-          threads: fields.u32()?,
-          prepared_isolates: fields.u32()?,
-          cpu_ms: fields.f64()?,
-          isolates_disposed: fields.u64()?,
-          memory_returns: fields.u64()?,
-        },
-      },
+      STATS => FromHost::Stats { seq: fields.u64()?, stats: HostStats::decode(&mut fields)? },
       tag => return Err(ProtocolError(format!("unknown frame tag {tag} from a host"))),
     };
     fields.end()?;
@@ -586,6 +676,34 @@ mod tests {
       seq: 3,
       stats: HostStats { queued: 1, cpu_ms: 2.5, ..HostStats::default() },
     });
+  }
+
+  /// A snapshot whose every figure is different (1, 2, 3, ... in the list's order).
+  macro_rules! numbered_stats {
+    (
+      gauges { $($(#[doc = $gauge_doc:tt])* $gauge:ident: $gauge_type:ident,)* }
+      totals { $($(#[doc = $total_doc:tt])* $total:ident: $total_type:ident,)* }
+    ) => {{
+      let mut number = 0u8;
+      HostStats {
+        $($gauge: { number += 1; number.into() },)*
+        $($total: { number += 1; number.into() },)*
+      }
+    }};
+  }
+
+  #[test]
+  fn every_figure_crosses_adds_up_and_only_the_totals_outlive_their_host() {
+    let stats = host_stats!(numbered_stats);
+    round_trip_from_host(FromHost::Stats { seq: 1, stats });
+    let mut sum = stats;
+    sum.add(&stats);
+    assert_eq!((sum.queued, sum.prepared_isolates, sum.cpu_ms, sum.memory_returns), (2, 16, 18.0, 22));
+    let totals = stats.totals();
+    assert_eq!(totals, HostStats { cpu_ms: 9.0, isolates_disposed: 10, memory_returns: 11, ..HostStats::default() });
+    let mut saturated = HostStats { queued: u32::MAX, isolates_disposed: u64::MAX, ..HostStats::default() };
+    saturated.add(&stats);
+    assert_eq!((saturated.queued, saturated.isolates_disposed), (u32::MAX, u64::MAX));
   }
 
   /// A tiny deterministic generator (xorshift), so the fuzz cases are the
