@@ -80,6 +80,7 @@ fn check_bounds(config: &NativeConfig) -> Result<(), String> {
     .iter()
     .filter_map(|key| number(key, config).map(|(value, whole, min, max)| (key.name, value, whole, min, max)))
     .collect();
+  // Every number positive (and finite).
   for &(key, value, ..) in &numbers {
     if !(value.is_finite() && value > 0.0) {
       return Err(format!("config.{key} must be a positive number, got {}", js(value)));
@@ -98,11 +99,13 @@ fn check_bounds(config: &NativeConfig) -> Result<(), String> {
       ));
     }
   }
+  // Counts whole.
   for &(key, value, whole, min, _) in &numbers {
     if whole && matches!(min, Min::Positive) && value.fract() != 0.0 {
       return Err(format!("config.{key} must be a whole number, got {}", js(value)));
     }
   }
+  // Each at most its bound (those per core last: `check_per_core`).
   for &(key, value, whole, min, max) in &numbers {
     if whole && matches!(min, Min::AtLeast(_)) {
       continue;
@@ -113,6 +116,7 @@ fn check_bounds(config: &NativeConfig) -> Result<(), String> {
       }
     }
   }
+  // Each at least its own lower bound.
   for &(key, value, whole, min, _) in &numbers {
     if let (false, Min::AtLeast(min)) = (whole, min) {
       if value < min {
@@ -187,7 +191,8 @@ mod tests {
   /// The messages docs/CONTRACT.md §2 gives, byte for byte.
   #[test]
   fn each_refusal_names_the_key_and_its_bound() {
-    let cases: [(fn(&mut NativeConfig), &str); 12] = [
+    type Change = fn(&mut NativeConfig);
+    let cases: [(Change, &str); 12] = [
       (|c| c.compute_ms = 0.0, "config.computeMs must be a positive number, got 0"),
       (|c| c.max_wall_ms = -1.0, "config.maxWallMs must be a positive number, got -1"),
       (|c| c.max_output_bytes = f64::NAN, "config.maxOutputBytes must be a positive number, got NaN"),

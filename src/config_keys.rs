@@ -43,16 +43,11 @@ pub const MIN_UNRESPONSIVE_MS: f64 = 100.0;
 #[derive(Clone, Copy, Debug)]
 pub enum Kind {
   /// A number, fractions allowed.
-  Number {
-    min: Min,
-    max: Max,
-  },
+  Number { min: Min, max: Max },
   /// A whole number (counted in the runtime, so a fraction is refused
   /// rather than cut).
-  Whole {
-    min: Min,
-    max: Max,
-  },
+  Whole { min: Min, max: Max },
+  /// `true` or `false`.
   Boolean,
 }
 
@@ -84,7 +79,9 @@ pub enum Max {
 /// A key's default.
 #[derive(Clone, Copy, Debug)]
 pub enum DefaultValue {
+  /// This number.
   Number(f64),
+  /// This boolean.
   Boolean(bool),
   /// The cores this process may use, as Node's `os.availableParallelism()`
   /// counts them.
@@ -94,7 +91,9 @@ pub enum DefaultValue {
 /// A key's value in a config.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Value {
+  /// A number key's (of either kind).
   Number(f64),
+  /// A boolean key's.
   Boolean(bool),
 }
 
@@ -144,7 +143,9 @@ pub struct Key {
   pub name: &'static str,
   /// One line, for the schema (and a UI that shows it).
   pub description: &'static str,
+  /// Its type and bounds.
   pub kind: Kind,
+  /// The value the schema fills in when the key is not given.
   pub default: DefaultValue,
   /// The long doc, a line per element (the field's doc comment).
   pub doc: &'static [&'static str],
