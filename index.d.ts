@@ -84,6 +84,9 @@ export declare class NativeRuntime {
  */
 export declare const ARGUMENTS_NOT_LOSSLESS: string
 
+/** Every config key, in the table's order (the seam's four first). */
+export declare function configKeys(): Array<NativeConfigKey>
+
 /**
  * Numbers per host call in the `ids` that `onCalls(ids, args)` receives:
  * run id, call id, namespace index, function index.
@@ -91,79 +94,120 @@ export declare const ARGUMENTS_NOT_LOSSLESS: string
 export declare const HOST_CALL_IDS: number
 
 /**
- * The runtime's caps (`V8CodeRuntimeConfig`): types and defaults from the
- * schema (`ts/config.ts`), bounds checked in `config.rs`. Counts are
- * numbers here, so that a fraction reaches the check instead of being cut.
+ * The runtime's configuration (`V8CodeRuntimeConfig`): every key is a
+ * row of the table in `src/config_keys.rs`, which holds its default
+ * and bounds (the README's configuration table lists them). Counts
+ * are numbers here, so that a fraction reaches the check instead of
+ * being cut.
  */
 export interface NativeConfig {
   /**
-   * CPU time a program may burn, in ms (its isolate thread's CPU clock;
-   * waiting on bindings or timers is free). Default 60000.
+   * CPU time a program may burn, in ms: its isolate thread's CPU clock,
+   * so waiting on a binding or a timer is free. Over budget: `timeout`,
+   * `compute budget exhausted (<n>ms busy)`.
    */
   computeMs: number
   /**
-   * Wall-clock ceiling of a run from its submission, in ms, at most
-   * 2147483647 (as is every duration). Default 600000.
+   * Wall-clock ceiling of a run from `run()`, in ms. Reached: `timeout`,
+   * `wall-clock ceiling reached (<n>ms)`.
    */
   maxWallMs: number
   /**
-   * Exact JSON byte cap over logs plus the value or failure message.
-   * Default 67108864.
+   * Exact JSON byte cap over logs plus the value (or the failure
+   * message).
    */
   maxOutputBytes: number
-  /** Heap cap of a program's isolate, in MiB. Default 512. */
+  /**
+   * Heap cap of a program's isolate, in MiB. Reached: `worker-exit`
+   * naming the limit.
+   */
   maxOldGenerationSizeMb: number
   /**
    * Cap on the memory a program holds outside the heap, by every route
-   * (buffers, ICU, Intl objects, waiters, JSON nesting), in MiB.
-   * Default 512.
+   * (buffers, resizable and growable buffers, `Intl` objects, ICU,
+   * waiters, JSON nesting: see [Memory containment](#memory-containment)),
+   * in MiB. Reached: `worker-exit` naming the limit.
    */
   maxExternalMemoryMb: number
   /**
-   * Runs in flight at once, each with a thread and an isolate of its own
-   * (waiting runs included: a run waiting on a tool costs memory, not
-   * CPU). Beyond it runs queue. Default 2048; at most three quarters of
-   * vm.max_map_count / 16 (3071 with Linux's default).
+   * Runs in flight at once, each with a thread and an isolate of its
+   * own; waiting runs count (a run waiting on a tool costs memory, not
+   * CPU: see [Concurrency](#concurrency)). Beyond it runs
+   * queue. A value past what this machine's memory mappings allow is
+   * refused, naming the machine's limit.
    */
   maxConcurrentRuns: number
   /**
-   * Runs that may wait in the queue for admission; beyond it run()
-   * rejects. Default 10000.
+   * Runs that may wait in the FIFO queue for admission; beyond it
+   * `run()` rejects with `the run queue is full (config.maxQueuedRuns);
+   * wait for runs to finish or raise the limit`.
    */
   maxQueuedRuns: number
   /**
    * Isolates kept prepared from the snapshot on idle threads, so that a
-   * run arriving at an idle runtime starts at once. Default: available
-   * cores.
+   * run arriving at an idle runtime starts at once. A reserve, shared out
+   * among the isolate hosts: it does not grow with concurrency.
    */
   preparedIsolates: number
   /**
-   * How long an isolate host may go without answering the harness's
-   * heartbeat (which it does between any two frames, whatever its runs
-   * do) before it is killed and replaced, its started runs settling
-   * `worker-exit`. Default 10000.
+   * How long, in ms, an isolate host may leave the harness's heartbeat
+   * (at least once a second) unanswered before it is killed and
+   * replaced, its started runs settling `worker-exit`. The host answers
+   * from a thread of its own, whatever its runs do.
    */
   hostUnresponsiveMs: number
   /**
-   * Isolate-host processes the runs are spread over (each run goes to the
-   * one with the fewest runs). A host that dies takes its own runs with
-   * it, so more hosts divide what a crash costs, at a few MiB each.
-   * Default 2.
+   * Isolate-host processes the runs are spread over, each run going to
+   * the one with the fewest runs (see [Isolation](#isolation-the-isolate-host)):
+   * a host that dies takes only its own runs with it, so more hosts
+   * divide what a crash costs, at a few MiB each. The `preparedIsolates`
+   * reserve is shared out among them.
    */
   isolateHosts: number
   /**
-   * Refuse to start (and never start a host) where the kernel refuses
-   * any of a host's protections (`stats().sandbox` says which are in
-   * effect). Default false: a host runs with what the kernel grants.
-   */
-  requireSandbox: boolean
-  /**
-   * A host whose resident memory stays above this many MiB once it has
-   * run a program takes no more runs and is replaced when its runs have
-   * ended (what V8 and the allocator keep after big runs is given back by
-   * ending the process). Default 2048.
+   * Resident memory, in MiB (read by the harness from `/proc`), past
+   * which a host that has run a program takes no more runs and is
+   * replaced once its runs end: what V8 and the allocator keep after big
+   * runs goes back with the process.
    */
   hostMaxRssMb: number
+  /**
+   * Refuse to start (`ctx.plugin` rejects, naming what is off, and no
+   * host starts) where the kernel refuses any of a host's protections
+   * (see [The host's lockdown](#the-hosts-lockdown));
+   * without it a host runs with what the kernel grants, and
+   * `stats().sandbox` says what that is.
+   */
+  requireSandbox: boolean
+}
+
+/**
+ * One key for the TS layer, which builds its schema from these
+ * (`ts/config.ts`), and for the README's table
+ * (`scripts/config-table.mjs`).
+ */
+export interface NativeConfigKey {
+  /** Its name in the config (`computeMs`). */
+  name: string
+  /**
+   * What values it takes: the schema's type (a whole number is a number
+   * there, refused by the addon when it is not whole).
+   */
+  kind: 'number' | 'whole number' | 'boolean'
+  /** Its default on this machine. */
+  defaultValue: number | boolean
+  /** Its default in words that hold on every machine (`available cores`). */
+  defaultText: string
+  /** The values it takes, in words that hold on every machine. */
+  bounds: string
+  /** Its smallest value, where it has one beyond being positive. */
+  atLeast?: number
+  /** Its largest value on this machine. */
+  atMost?: number
+  /** One line, for the schema. */
+  description: string
+  /** The long doc, as one paragraph (Markdown). */
+  doc: string
 }
 
 /**

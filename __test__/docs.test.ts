@@ -37,14 +37,17 @@ describe('the repository stands alone', () => {
 })
 
 describe("the README's configuration table", () => {
-  it('lists exactly the schema\'s keys, each with the schema\'s default', async () => {
-    const { Config } = await import('../lib/config.js')
+  it('is what `npm run config-table` writes from the addon\'s keys', async () => {
+    const { configKeys } = await import('../lib/native.js')
+    const { configTable, withConfigTable } = await import('../scripts/config-table.mjs')
     const readme = readFileSync(join(root, 'README.md'), 'utf8')
-    const section = readme.slice(readme.indexOf('## Configuration'), readme.indexOf('\n## ', readme.indexOf('## Configuration') + 1))
-    const rows = [...section.matchAll(/^\| `(\w+)` \| ([^|]+) \|/gm)].map(([, key, value]) => [key, value.trim()])
+    expect(readme, "the README's config table is stale: run npm run config-table").toBe(withConfigTable(readme, configTable(configKeys())))
+  })
+
+  it("is the schema's: its keys, in its order, with its defaults", async () => {
+    const { configKeys } = await import('../lib/native.js')
+    const { Config } = await import('../lib/config.js')
     const schema = Object.entries((Config as unknown as { dict: Record<string, { meta: { default: unknown } }> }).dict)
-    // A default the README words (preparedIsolates: the machine's cores) is checked by its key only.
-    const expected = schema.map(([key, entry]) => [key, key === 'preparedIsolates' ? 'available cores' : String(entry.meta.default)])
-    expect(rows).toEqual(expected)
+    expect(schema.map(([key, entry]) => [key, entry.meta.default])).toEqual(configKeys().map((key) => [key.name, key.defaultValue]))
   })
 })

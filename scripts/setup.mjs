@@ -13,7 +13,8 @@
 //     RUSTY_V8_ARCHIVE / RUSTY_V8_SRC_BINDING_PATH at it; elsewhere it
 //     removes that file so the v8 crate downloads its archive as usual.
 //  3. npm dependencies, the release addon (cargo build) and the TS layer.
-// Tasks: build | test | demo | bench | isolate-cost | soak | bindings
+// Tasks: build | test | demo | bench | isolate-cost | soak | bindings |
+// config-table
 import { execFileSync, spawnSync } from 'node:child_process'
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, cpSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
@@ -141,6 +142,10 @@ switch (task) {
       const env = { ...process.env, PATH: `${dirname(node)}:${process.env.PATH}` }
       run(node, [join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run'], { env })
     }
+    break
+  case 'config-table':
+    // The README's config table, from the addon's table of keys.
+    run(process.execPath, ['scripts/config-table.mjs'])
     break
   case 'demo':
     run(process.execPath, ['examples/demo.mjs'])

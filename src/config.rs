@@ -1,39 +1,20 @@
-//! Every key of the runtime's configuration checked against its bounds, in
-//! one place: the schema (`ts/config.ts`) gives each key its type and
-//! default; what values a key may take, and the message that refuses one,
-//! is here. Every key has an upper bound this machine can honour, so no
-//! value that passes can end a host or the harness later (a `computeMs`
-//! too large for a `Duration`, a reserve of isolates no host can start,
-//! caps beyond the machine's memory). Refusals follow docs/CONTRACT.md §2:
-//! every number positive first, then `maxOutputBytes`, then the rest.
+//! A config checked against the bounds of its keys (`config_keys.rs`, the
+//! one table of keys), and mapped to what the hosts and the supervisor
+//! take. Every key has an upper bound this machine can honour, so no value
+//! that passes can end a host or the harness later (a `computeMs` too
+//! large for a `Duration`, a reserve of isolates no host can start, caps
+//! beyond the machine's memory). Refusals follow docs/CONTRACT.md §2:
+//! every number positive first, then `maxOutputBytes`, counts whole, each
+//! key at most its bound, at least its bound, then the machine's limits.
 
 use std::time::Duration;
 
-use dsh_protocol::config::{machine_busy_slots, HostFacts, RuntimeConfig, MIN_OUTPUT_BYTES};
+use dsh_protocol::config::{
+  concurrent_runs_ceiling, machine_busy_slots, machine_max_map_count, HostFacts, RuntimeConfig,
+};
 
+use crate::config_keys::{js, Key, Kind, Max, Min, Value, KEYS, MAX_COUNT};
 use crate::NativeConfig;
-
-/// The longest wall ceiling (and any other duration a key sets): Node's
-/// `setTimeout` ceiling, which the seam takes as `maxWallMs`'s bound.
-pub const MAX_MS: f64 = 2_147_483_647.0;
-
-/// The most isolate-host processes one runtime may have: each is a process
-/// with a V8 of its own, and past a few per core they only add memory.
-pub const MAX_ISOLATE_HOSTS: f64 = 64.0;
-
-/// The largest `maxOutputBytes`: a result of 1 GiB of JSON is already
-/// more than the harness can hand a model, and a V8 string holds at most
-/// 2^29 UTF-16 units.
-pub const MAX_OUTPUT_BYTES: f64 = (1u64 << 30) as f64;
-
-/// Prepared isolates per core at most: each is a thread and an isolate
-/// (~2-3 MiB) made before any run asks for it; a host making thousands
-/// never becomes ready.
-pub const PREPARED_PER_CORE: usize = 64;
-
-/// The shortest `hostUnresponsiveMs`: the heartbeat goes at most every
-/// 10 ms, and a host needs a few beats to answer one.
-pub const MIN_UNRESPONSIVE_MS: f64 = 100.0;
 
 /// What a checked config becomes: the hosts' config and the supervisor's.
 pub struct Checked {
@@ -42,12 +23,6 @@ pub struct Checked {
   pub hosts: usize,
   pub require_sandbox: bool,
   pub recycle_above_bytes: u64,
-}
-
-/// A number as JavaScript's `String(value)` writes it, for messages about
-/// values a user wrote in JavaScript.
-fn js(value: f64) -> String {
-  ryu_js::Buffer::new().format(value).to_owned()
 }
 
 /// This machine's memory, in MiB (the bound of every memory key).
@@ -60,75 +35,121 @@ fn machine_memory_mb() -> f64 {
   (pages as f64 * page as f64 / (1024.0 * 1024.0)).floor()
 }
 
-/// Check every key; the first refusal, as the message the user sees.
-pub fn check(config: &NativeConfig, host: HostFacts) -> Result<Checked, String> {
-  let numbers = [
-    ("computeMs", config.compute_ms),
-    ("maxWallMs", config.max_wall_ms),
-    ("maxOutputBytes", config.max_output_bytes),
-    ("maxOldGenerationSizeMb", config.max_old_generation_size_mb),
-    ("maxExternalMemoryMb", config.max_external_memory_mb),
-    ("maxConcurrentRuns", config.max_concurrent_runs),
-    ("maxQueuedRuns", config.max_queued_runs),
-    ("preparedIsolates", config.prepared_isolates),
-    ("hostUnresponsiveMs", config.host_unresponsive_ms),
-    ("isolateHosts", config.isolate_hosts),
-    ("hostMaxRssMb", config.host_max_rss_mb),
-  ];
-  for (key, value) in numbers {
+/// The largest value a bound lets a key take on this machine.
+pub fn machine_bound(max: Max) -> f64 {
+  match max {
+    Max::Const(bound) => bound,
+    Max::MachineMemoryMb => machine_memory_mb(),
+    Max::MachineMappings => machine_max_map_count().map_or(MAX_COUNT, |count| concurrent_runs_ceiling(count) as f64),
+    Max::PerCore(per_core) => (per_core * cores()) as f64,
+  }
+}
+
+/// The cores this process may use (the bound of a key per core).
+fn cores() -> usize {
+  std::thread::available_parallelism().map_or(1, |cores| cores.get())
+}
+
+/// A number key's value, with whether it must be whole, its lower bound
+/// and its upper bound.
+fn number(key: &Key, config: &NativeConfig) -> Option<(f64, bool, Min, Max)> {
+  match (key.kind, (key.read)(config)) {
+    (Kind::Number { min, max }, Value::Number(value)) => Some((value, false, min, max)),
+    (Kind::Whole { min, max }, Value::Number(value)) => Some((value, true, min, max)),
+    _ => None,
+  }
+}
+
+/// The upper bound checked before the machine's own limits, and the words
+/// that follow it in the message; `None` for a bound checked last.
+fn upper_bound(max: Max) -> Option<(f64, &'static str)> {
+  match max {
+    Max::Const(bound) => Some((bound, "")),
+    Max::MachineMemoryMb => Some((machine_memory_mb(), " (this machine's memory)")),
+    // Bounded first by what a count holds, so that the mappings' check
+    // converts it exactly.
+    Max::MachineMappings => Some((MAX_COUNT, "")),
+    Max::PerCore(_) => None,
+  }
+}
+
+/// Check every key against its bounds; the first refusal, as the message
+/// the user sees.
+fn check_bounds(config: &NativeConfig) -> Result<(), String> {
+  let numbers: Vec<(&str, f64, bool, Min, Max)> = KEYS
+    .iter()
+    .filter_map(|key| number(key, config).map(|(value, whole, min, max)| (key.name, value, whole, min, max)))
+    .collect();
+  // Every number positive (and finite).
+  for &(key, value, ..) in &numbers {
     if !(value.is_finite() && value > 0.0) {
       return Err(format!("config.{key} must be a positive number, got {}", js(value)));
     }
   }
-  let output = config.max_output_bytes;
-  if output.fract() != 0.0 || output < f64::from(MIN_OUTPUT_BYTES) || output > MAX_OUTPUT_BYTES {
-    return Err(format!(
-      "config.maxOutputBytes must be a safe integer of at least {MIN_OUTPUT_BYTES} and at most {}, got {}",
-      js(MAX_OUTPUT_BYTES),
-      js(output)
-    ));
+  // A whole number with a lower bound of its own says its whole range at once.
+  for &(key, value, whole, min, max) in &numbers {
+    let (true, Min::AtLeast(min)) = (whole, min) else { continue };
+    let bound = upper_bound(max).map_or(f64::MAX, |(bound, _)| bound);
+    if value.fract() != 0.0 || value < min || value > bound {
+      return Err(format!(
+        "config.{key} must be a safe integer of at least {} and at most {}, got {}",
+        js(min),
+        js(bound),
+        js(value)
+      ));
+    }
   }
-  let whole = [
-    ("maxConcurrentRuns", config.max_concurrent_runs),
-    ("maxQueuedRuns", config.max_queued_runs),
-    ("preparedIsolates", config.prepared_isolates),
-    ("isolateHosts", config.isolate_hosts),
-  ];
-  for (key, value) in whole {
-    if value.fract() != 0.0 {
+  // Counts whole.
+  for &(key, value, whole, min, _) in &numbers {
+    if whole && matches!(min, Min::Positive) && value.fract() != 0.0 {
       return Err(format!("config.{key} must be a whole number, got {}", js(value)));
     }
   }
-  let memory = machine_memory_mb();
-  let at_most = [
-    ("computeMs", config.compute_ms, MAX_MS, ""),
-    ("maxWallMs", config.max_wall_ms, MAX_MS, ""),
-    ("maxOldGenerationSizeMb", config.max_old_generation_size_mb, memory, " (this machine's memory)"),
-    ("maxExternalMemoryMb", config.max_external_memory_mb, memory, " (this machine's memory)"),
-    ("maxConcurrentRuns", config.max_concurrent_runs, f64::from(u32::MAX), ""),
-    ("maxQueuedRuns", config.max_queued_runs, f64::from(u32::MAX), ""),
-    ("hostUnresponsiveMs", config.host_unresponsive_ms, MAX_MS, ""),
-    ("isolateHosts", config.isolate_hosts, MAX_ISOLATE_HOSTS, ""),
-    ("hostMaxRssMb", config.host_max_rss_mb, memory, " (this machine's memory)"),
-  ];
-  for (key, value, bound, why) in at_most {
-    if value > bound {
-      return Err(format!("config.{key} must be at most {}{why}, got {}", js(bound), js(value)));
+  // Each at most its bound (those per core last: `check_per_core`).
+  for &(key, value, whole, min, max) in &numbers {
+    if whole && matches!(min, Min::AtLeast(_)) {
+      continue;
+    }
+    if let Some((bound, why)) = upper_bound(max) {
+      if value > bound {
+        return Err(format!("config.{key} must be at most {}{why}, got {}", js(bound), js(value)));
+      }
     }
   }
-  if config.host_unresponsive_ms < MIN_UNRESPONSIVE_MS {
-    return Err(format!(
-      "config.hostUnresponsiveMs must be at least {}, got {}",
-      js(MIN_UNRESPONSIVE_MS),
-      js(config.host_unresponsive_ms)
-    ));
+  // Each at least its own lower bound.
+  for &(key, value, whole, min, _) in &numbers {
+    if let (false, Min::AtLeast(min)) = (whole, min) {
+      if value < min {
+        return Err(format!("config.{key} must be at least {}, got {}", js(min), js(value)));
+      }
+    }
   }
+  Ok(())
+}
+
+/// The bounds per core, checked once the machine's mappings are.
+fn check_per_core(config: &NativeConfig) -> Result<(), String> {
+  for key in KEYS {
+    let Some((value, _, _, Max::PerCore(per_core))) = number(key, config) else { continue };
+    let bound = per_core * cores();
+    if value > bound as f64 {
+      return Err(format!("config.{} must be at most {bound} ({per_core} per core), got {}", key.name, js(value)));
+    }
+  }
+  Ok(())
+}
+
+/// Check every key; the first refusal, as the message the user sees. Then
+/// each key to its consumer: the hosts' `RuntimeConfig`, or the
+/// supervisor's settings.
+pub fn check(config: &NativeConfig, host: HostFacts) -> Result<Checked, String> {
+  check_bounds(config)?;
   // Whole, positive and bounded above (the machine's mappings bound
   // maxConcurrentRuns, below): the conversions are exact.
   let runtime = RuntimeConfig {
     compute_ms: config.compute_ms,
     max_wall_ms: config.max_wall_ms,
-    max_output_bytes: output as u64,
+    max_output_bytes: config.max_output_bytes as u64,
     max_old_generation_size_mb: config.max_old_generation_size_mb,
     max_external_memory_mb: config.max_external_memory_mb,
     max_concurrent_runs: config.max_concurrent_runs as usize,
@@ -138,14 +159,7 @@ pub fn check(config: &NativeConfig, host: HostFacts) -> Result<Checked, String> 
     host,
   };
   runtime.check_machine_limits()?;
-  let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
-  let prepared_bound = PREPARED_PER_CORE * cores;
-  if runtime.prepared_isolates > prepared_bound {
-    return Err(format!(
-      "config.preparedIsolates must be at most {prepared_bound} ({PREPARED_PER_CORE} per core), got {}",
-      runtime.prepared_isolates
-    ));
-  }
+  check_per_core(config)?;
   Ok(Checked {
     runtime,
     unresponsive_after: Duration::from_secs_f64(config.host_unresponsive_ms / 1000.0),
@@ -153,4 +167,93 @@ pub fn check(config: &NativeConfig, host: HostFacts) -> Result<Checked, String> 
     require_sandbox: config.require_sandbox,
     recycle_above_bytes: (config.host_max_rss_mb * 1024.0 * 1024.0) as u64,
   })
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn host() -> HostFacts {
+    RuntimeConfig::small().host
+  }
+
+  fn refusal(change: impl FnOnce(&mut NativeConfig)) -> String {
+    let mut config = NativeConfig::defaults();
+    change(&mut config);
+    check(&config, host()).err().unwrap_or_default()
+  }
+
+  #[test]
+  fn the_defaults_pass() {
+    assert!(check(&NativeConfig::defaults(), host()).is_ok());
+  }
+
+  /// The messages docs/CONTRACT.md §2 gives, byte for byte.
+  #[test]
+  fn each_refusal_names_the_key_and_its_bound() {
+    type Change = fn(&mut NativeConfig);
+    let cases: [(Change, &str); 12] = [
+      (|c| c.compute_ms = 0.0, "config.computeMs must be a positive number, got 0"),
+      (|c| c.max_wall_ms = -1.0, "config.maxWallMs must be a positive number, got -1"),
+      (|c| c.max_output_bytes = f64::NAN, "config.maxOutputBytes must be a positive number, got NaN"),
+      (
+        |c| c.max_old_generation_size_mb = f64::INFINITY,
+        "config.maxOldGenerationSizeMb must be a positive number, got Infinity",
+      ),
+      (
+        |c| c.max_output_bytes = 3.0,
+        "config.maxOutputBytes must be a safe integer of at least 4 and at most 1073741824, got 3",
+      ),
+      (
+        |c| c.max_output_bytes = 10.5,
+        "config.maxOutputBytes must be a safe integer of at least 4 and at most 1073741824, got 10.5",
+      ),
+      (|c| c.max_wall_ms = 2147483648.0, "config.maxWallMs must be at most 2147483647, got 2147483648"),
+      (|c| c.max_queued_runs = 1.5, "config.maxQueuedRuns must be a whole number, got 1.5"),
+      (|c| c.max_queued_runs = 2f64.powi(32), "config.maxQueuedRuns must be at most 4294967295, got 4294967296"),
+      (|c| c.isolate_hosts = 65.0, "config.isolateHosts must be at most 64, got 65"),
+      (|c| c.compute_ms = 1e300, "config.computeMs must be at most 2147483647, got 1e+300"),
+      (|c| c.host_unresponsive_ms = 50.0, "config.hostUnresponsiveMs must be at least 100, got 50"),
+    ];
+    for (change, message) in cases {
+      assert_eq!(refusal(change), message);
+    }
+    let memory = js(machine_memory_mb());
+    assert_eq!(
+      refusal(|c| c.host_max_rss_mb = 1e12),
+      format!("config.hostMaxRssMb must be at most {memory} (this machine's memory), got 1000000000000")
+    );
+    let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+    assert_eq!(
+      refusal(|c| c.prepared_isolates = 1e300),
+      format!("config.preparedIsolates must be at most {} (64 per core), got 1e+300", 64 * cores)
+    );
+    assert!(refusal(|c| c.max_concurrent_runs = 1e6)
+      .starts_with("config.maxConcurrentRuns (1000000) is more than this machine allows ("));
+  }
+
+  /// Positive first (whatever the key's place in the table), then the
+  /// seam's order.
+  #[test]
+  fn refusals_come_in_the_contracts_order() {
+    let first = refusal(|c| {
+      c.compute_ms = 1e300;
+      c.max_queued_runs = 1.5;
+      c.host_max_rss_mb = -1.0;
+    });
+    assert_eq!(first, "config.hostMaxRssMb must be a positive number, got -1");
+    let second = refusal(|c| {
+      c.compute_ms = 1e300;
+      c.max_queued_runs = 1.5;
+      c.max_output_bytes = 3.0;
+    });
+    assert!(second.starts_with("config.maxOutputBytes must be a safe integer"));
+    assert_eq!(
+      refusal(|c| {
+        c.compute_ms = 1e300;
+        c.max_queued_runs = 1.5;
+      }),
+      "config.maxQueuedRuns must be a whole number, got 1.5"
+    );
+  }
 }

@@ -10,6 +10,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod config;
+mod config_keys;
 mod host_calls;
 mod host_process;
 mod run_result;
@@ -28,64 +29,12 @@ use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 
+use crate::config_keys::NativeConfig;
 use crate::host_calls::{
   host_call_batch, CallOutbox, HostCallIds, HostWake, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT,
 };
 use crate::run_result::NativeRunResult;
 use crate::supervisor::{queue_full, RunEnd, Settings, Supervisor, SupervisorStats};
-
-/// The runtime's caps (`V8CodeRuntimeConfig`): types and defaults from the
-/// schema (`ts/config.ts`), bounds checked in `config.rs`. Counts are
-/// numbers here, so that a fraction reaches the check instead of being cut.
-#[napi(object)]
-pub struct NativeConfig {
-  /// CPU time a program may burn, in ms (its isolate thread's CPU clock;
-  /// waiting on bindings or timers is free). Default 60000.
-  pub compute_ms: f64,
-  /// Wall-clock ceiling of a run from its submission, in ms, at most
-  /// 2147483647 (as is every duration). Default 600000.
-  pub max_wall_ms: f64,
-  /// Exact JSON byte cap over logs plus the value or failure message.
-  /// Default 67108864.
-  pub max_output_bytes: f64,
-  /// Heap cap of a program's isolate, in MiB. Default 512.
-  pub max_old_generation_size_mb: f64,
-  /// Cap on the memory a program holds outside the heap, by every route
-  /// (buffers, ICU, Intl objects, waiters, JSON nesting), in MiB.
-  /// Default 512.
-  pub max_external_memory_mb: f64,
-  /// Runs in flight at once, each with a thread and an isolate of its own
-  /// (waiting runs included: a run waiting on a tool costs memory, not
-  /// CPU). Beyond it runs queue. Default 2048; at most three quarters of
-  /// vm.max_map_count / 16 (3071 with Linux's default).
-  pub max_concurrent_runs: f64,
-  /// Runs that may wait in the queue for admission; beyond it run()
-  /// rejects. Default 10000.
-  pub max_queued_runs: f64,
-  /// Isolates kept prepared from the snapshot on idle threads, so that a
-  /// run arriving at an idle runtime starts at once. Default: available
-  /// cores.
-  pub prepared_isolates: f64,
-  /// How long an isolate host may go without answering the harness's
-  /// heartbeat (which it does between any two frames, whatever its runs
-  /// do) before it is killed and replaced, its started runs settling
-  /// `worker-exit`. Default 10000.
-  pub host_unresponsive_ms: f64,
-  /// Isolate-host processes the runs are spread over (each run goes to the
-  /// one with the fewest runs). A host that dies takes its own runs with
-  /// it, so more hosts divide what a crash costs, at a few MiB each.
-  /// Default 2.
-  pub isolate_hosts: f64,
-  /// Refuse to start (and never start a host) where the kernel refuses
-  /// any of a host's protections (`stats().sandbox` says which are in
-  /// effect). Default false: a host runs with what the kernel grants.
-  pub require_sandbox: bool,
-  /// A host whose resident memory stays above this many MiB once it has
-  /// run a program takes no more runs and is replaced when its runs have
-  /// ended (what V8 and the allocator keep after big runs is given back by
-  /// ending the process). Default 2048.
-  pub host_max_rss_mb: f64,
-}
 
 /// The napi twin of `Outcomes`, made from the one list of kinds.
 macro_rules! native_outcomes {

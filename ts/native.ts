@@ -44,6 +44,7 @@ async function load(): Promise<typeof Loader> {
 
 export const {
   NativeRuntime,
+  configKeys,
   HOST_CALL_IDS,
   REPLY_IDS,
   REPLY_REJECT,
@@ -53,4 +54,4 @@ export const {
   RESOLUTION_NOT_LOSSLESS,
 } = await load()
 export type NativeRuntime = Loader.NativeRuntime
-export type { NativeConfig, NativeLogs, NativeRunResult, NativeStats } from '../index.js'
+export type { NativeConfig, NativeConfigKey, NativeLogs, NativeRunResult, NativeStats } from '../index.js'

@@ -126,12 +126,10 @@ impl RuntimeConfig {
   /// host and to runs whose heaps grow (each 256 KiB heap page is a
   /// mapping of its own).
   pub fn check_machine_limits(&self) -> Result<(), String> {
-    let Some(max_map_count) =
-      std::fs::read_to_string("/proc/sys/vm/max_map_count").ok().and_then(|text| text.trim().parse::<usize>().ok())
-    else {
+    let Some(max_map_count) = machine_max_map_count() else {
       return Ok(());
     };
-    let ceiling = max_map_count / 4 * 3 / MAPPINGS_PER_RUN;
+    let ceiling = concurrent_runs_ceiling(max_map_count);
     if self.max_concurrent_runs > ceiling {
       return Err(format!(
         "config.maxConcurrentRuns ({}) is more than this machine allows ({ceiling}): each run in flight holds \
@@ -142,6 +140,22 @@ impl RuntimeConfig {
     Ok(())
   }
 }
+
+/// The kernel's cap on a process's memory mappings (`vm.max_map_count`),
+/// where it says.
+pub fn machine_max_map_count() -> Option<usize> {
+  std::fs::read_to_string("/proc/sys/vm/max_map_count").ok().and_then(|text| text.trim().parse::<usize>().ok())
+}
+
+/// The most runs in flight a process whose mappings the kernel caps at
+/// `max_map_count` may have (see [`RuntimeConfig::check_machine_limits`]).
+pub fn concurrent_runs_ceiling(max_map_count: usize) -> usize {
+  max_map_count / 4 * 3 / MAPPINGS_PER_RUN
+}
+
+/// Linux's default `vm.max_map_count`, for words that hold on every
+/// machine (the README's bound of `maxConcurrentRuns`).
+pub const LINUX_DEFAULT_MAX_MAP_COUNT: usize = 65_530;
 
 /// Memory mappings one run in flight holds, with margin: its thread's stack
 /// and guard, its isolate's heap pages and malloc arenas (14 measured with
