@@ -18,7 +18,9 @@
 //! thread and process wake-ups of each round trip, not by work. Both ends
 //! therefore wait briefly, awake, for the other's next message before they
 //! sleep: the reply pump here for the reply ([`SPIN_BEFORE_PARK`]), the
-//! harness for the next call (the addon's `HostSpin`).
+//! harness for the next call (the addon's `HostSpin`). While they wait,
+//! each takes the message it waits for off the channel itself
+//! (`dsh_protocol::inbox`), so no sleeping reader has to be woken first.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -49,7 +51,15 @@ pub struct Mailbox {
   arrived: Notify,
   /// Calls of this run the host has not answered yet (for `stats()`).
   unanswered: AtomicUsize,
+  /// Takes replies off the channel itself, while the pump spins for them.
+  take_replies: Option<Arc<TakeReplies>>,
 }
+
+/// Takes the replies at the head of the channel, if any are there whole,
+/// and delivers them (`main.rs`, over `dsh_protocol::inbox`): a pump that
+/// spins for its reply reads it itself instead of waiting for the host's
+/// main thread to be woken for it.
+pub type TakeReplies = Box<dyn Fn() + Send + Sync>;
 
 /// How long the pump spins for a reply before parking its thread. A reply
 /// to a quick binding crosses to the harness and back: two process hops
@@ -79,7 +89,10 @@ impl Mailbox {
         budget::uncharged(|| {
           let until = Instant::now() + SPIN_BEFORE_PARK;
           while !self.pending.load(Ordering::Acquire) && Instant::now() < until {
-            std::hint::spin_loop();
+            match &self.take_replies {
+              Some(take_replies) => take_replies(),
+              None => std::hint::spin_loop(),
+            }
           }
         });
         if let Some(replies) = self.try_take() {
@@ -120,6 +133,8 @@ pub struct Bridge {
   next_call: AtomicU32,
   /// Set once, when the channel is up.
   send_calls: OnceLock<SendCalls>,
+  /// Set once, when the channel is up (see [`TakeReplies`]).
+  take_replies: OnceLock<Arc<TakeReplies>>,
 }
 
 impl Bridge {
@@ -128,9 +143,15 @@ impl Bridge {
     let _ = self.send_calls.set(send_calls);
   }
 
+  /// Let spinning pumps take their replies off the channel; a second call
+  /// is ignored.
+  pub fn connect_replies(&self, take_replies: TakeReplies) {
+    let _ = self.take_replies.set(Arc::new(take_replies));
+  }
+
   /// Open a run's mailbox; replies for runs without one are dropped.
   pub fn open(&self, run_id: u32) -> Arc<Mailbox> {
-    let mailbox = Arc::new(Mailbox::default());
+    let mailbox = Arc::new(Mailbox { take_replies: self.take_replies.get().cloned(), ..Mailbox::default() });
     lock(&self.mailboxes).insert(run_id, mailbox.clone());
     mailbox
   }
