@@ -17,32 +17,102 @@
 //! takes the lock only when a frame is there to read (it waits for one
 //! outside the lock) and may block while holding it (a long frame arriving
 //! slowly); a waiting thread never blocks on it: it only tries the lock.
-//! Nothing is read ahead of a frame's end, so whoever holds the lock next
-//! finds the next frame's header at the head of the stream.
+//! The owner reads in large chunks (a flood of small frames costs one read
+//! per chunk, not one per frame) and keeps what it read past a frame in
+//! the inbox, where a waiting thread looks first; a waiting thread reads
+//! from the socket only when that is empty, and then exactly one frame. So
+//! whoever holds the lock next finds the next frame at the head of what
+//! the owner kept, or of the stream.
 
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
-use crate::frame::{read_frame, MAX_FRAME_BYTES};
+use crate::frame::MAX_FRAME_BYTES;
 
 /// The largest frame a waiting thread takes: replies and calls that answer
 /// quickly are small; a large frame is read once, by the owner, rather than
 /// peeked and read again.
 pub const MAX_TAKEN_BYTES: usize = 64 * 1024;
 
+/// How much the owner reads at once: many small frames (a flood of log
+/// entries) cost one read, not one each.
+const READ_CHUNK: usize = 256 * 1024;
+
 /// The reading end of one channel.
 pub struct Inbox {
   stream: UnixStream,
   /// Held while a frame is read and handled (see the module doc).
-  reading: Mutex<Scratch>,
+  reading: Mutex<Buffered>,
 }
 
-/// The buffer a waiting thread peeks into (kept, so a spin allocates once).
+/// Bytes the owner has read past the frames it has handled: whole frames
+/// and at most one partial frame, never anything a waiting thread read.
 #[derive(Default)]
-struct Scratch {
+struct Buffered {
+  /// Storage: the unhandled bytes are `bytes[start..end]`; the rest is room
+  /// to read into (zeroed once, when the storage grows).
+  bytes: Vec<u8>,
+  start: usize,
+  end: usize,
+  /// Scratch for a waiting thread's peek (kept, so a spin allocates once).
   peeked: Vec<u8>,
+}
+
+impl Buffered {
+  fn unhandled(&self) -> &[u8] {
+    &self.bytes[self.start..self.end]
+  }
+
+  /// Room for at least [`READ_CHUNK`] more bytes after `end`.
+  fn room(&mut self) -> &mut [u8] {
+    if self.bytes.len() - self.end < READ_CHUNK {
+      self.bytes.copy_within(self.start..self.end, 0);
+      self.end -= self.start;
+      self.start = 0;
+      if self.bytes.len() - self.end < READ_CHUNK {
+        self.bytes.resize(self.end + READ_CHUNK, 0);
+      }
+    }
+    &mut self.bytes[self.end..]
+  }
+
+  /// The length of the whole frame at the head of the buffer, if it is
+  /// all there: `Err` for a length no frame may have.
+  fn whole_frame(&self) -> io::Result<Option<usize>> {
+    let head = self.unhandled();
+    let Some(len) = frame_len(head)? else { return Ok(None) };
+    Ok((head.len() >= len + 4).then_some(len))
+  }
+
+  /// Move the head frame's tag and fields (`len` bytes) into `frame`.
+  fn pop_into(&mut self, len: usize, frame: &mut Vec<u8>) {
+    frame.clear();
+    frame.extend_from_slice(&self.bytes[self.start + 4..self.start + 4 + len]);
+    self.consume(len + 4);
+  }
+
+  fn consume(&mut self, count: usize) {
+    self.start += count;
+    if self.start == self.end {
+      self.start = 0;
+      self.end = 0;
+    }
+  }
+}
+
+/// The length a frame's header (the first four bytes of `head`) claims,
+/// once the header is there; an error for a length no frame may have.
+fn frame_len(head: &[u8]) -> io::Result<Option<usize>> {
+  if head.len() < 4 {
+    return Ok(None);
+  }
+  let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+  if len == 0 || len > MAX_FRAME_BYTES {
+    return Err(io::Error::new(io::ErrorKind::InvalidData, format!("a frame of {len} bytes")));
+  }
+  Ok(Some(len as usize))
 }
 
 /// What the owner found.
@@ -55,33 +125,53 @@ pub enum Next<'a> {
 
 /// The lock and the frame it protects: handle the frame, then drop this.
 pub struct InboxGuard<'a> {
-  _reading: MutexGuard<'a, Scratch>,
+  _reading: MutexGuard<'a, Buffered>,
 }
 
 impl Inbox {
   pub fn new(stream: UnixStream) -> Inbox {
-    Inbox { stream, reading: Mutex::new(Scratch::default()) }
+    Inbox { stream, reading: Mutex::new(Buffered::default()) }
   }
 
-  /// The owner: wait until a frame is here, then read it into `frame`
-  /// under the lock, which the returned guard holds until the frame has
-  /// been handled. An error ends the channel (a frame too long, a stream
-  /// that ends inside a frame, a read that fails).
+  /// The owner: wait until a whole frame is here, then move it into
+  /// `frame` under the lock, which the returned guard holds until the
+  /// frame has been handled. An error ends the channel (a frame too long, a
+  /// stream that ends inside a frame, a read that fails). A long frame is
+  /// read straight into `frame`, holding the lock while the rest arrives.
   pub fn next<'a>(&'a self, frame: &mut Vec<u8>) -> io::Result<Next<'a>> {
     loop {
-      self.wait_readable()?;
-      let reading = crate::lock::lock(&self.reading);
-      // A waiting thread may have taken what woke this one.
-      match self.peek_some()? {
-        Peeked::Nothing => continue,
-        Peeked::Ended => return Ok(Next::Ended),
-        Peeked::Some => {}
+      let mut reading = crate::lock::lock(&self.reading);
+      if let Some(len) = reading.whole_frame()? {
+        reading.pop_into(len, frame);
+        return Ok(Next::Frame(InboxGuard { _reading: reading }));
       }
-      return if read_frame(&mut ExactReader(&self.stream), frame)? {
-        Ok(Next::Frame(InboxGuard { _reading: reading }))
-      } else {
-        Ok(Next::Ended)
-      };
+      if let Some(len) = frame_len(reading.unhandled())? {
+        if len > MAX_TAKEN_BYTES {
+          // Long: what is here, then the rest read straight into `frame`.
+          let here = reading.unhandled()[4..].to_vec();
+          let held = here.len();
+          reading.consume(held + 4);
+          frame.clear();
+          frame.extend_from_slice(&here);
+          frame.resize(len, 0);
+          read_exact(&self.stream, &mut frame[held..])?;
+          return Ok(Next::Frame(InboxGuard { _reading: reading }));
+        }
+      }
+      // Nothing whole here: read what the socket has, without waiting.
+      let read = recv(&self.stream, reading.room(), libc::MSG_DONTWAIT);
+      reading.end += *read.as_ref().unwrap_or(&0);
+      match read {
+        Ok(0) if reading.unhandled().is_empty() => return Ok(Next::Ended),
+        Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame")),
+        Ok(_) => continue,
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+        Err(error) => return Err(error),
+      }
+      // Nothing to read: wait for the socket, outside the lock (a waiting
+      // thread may take what wakes this one; then this waits again).
+      drop(reading);
+      self.wait_readable()?;
     }
   }
 
@@ -90,31 +180,39 @@ impl Inbox {
   /// hand its tag and fields to `handle` under the lock; else leave
   /// everything as it is. Never blocks. Returns whether a frame was taken.
   pub fn try_take(&self, tag: u8, handle: impl FnOnce(&[u8])) -> bool {
-    let mut scratch = match self.reading.try_lock() {
-      Ok(scratch) => scratch,
+    let mut reading = match self.reading.try_lock() {
+      Ok(reading) => reading,
       Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
       Err(TryLockError::WouldBlock) => return false,
     };
-    let peeked = &mut scratch.peeked;
+    let reading = &mut *reading;
+    // What the owner has read comes first: the head of the stream is there.
+    if !reading.unhandled().is_empty() {
+      let Ok(Some(len)) = reading.whole_frame() else { return false };
+      if reading.unhandled()[4] != tag || len > MAX_TAKEN_BYTES {
+        return false;
+      }
+      let at = reading.start + 4;
+      handle(&reading.bytes[at..at + len]);
+      reading.consume(len + 4);
+      return true;
+    }
+    let peeked = &mut reading.peeked;
     peeked.resize(MAX_TAKEN_BYTES + 4, 0);
     let Ok(got) = recv(&self.stream, peeked, libc::MSG_PEEK | libc::MSG_DONTWAIT) else { return false };
     if got < 5 || peeked[4] != tag {
       return false;
     }
-    let len = u32::from_le_bytes([peeked[0], peeked[1], peeked[2], peeked[3]]) as usize;
     // A frame that is not all here yet, or too long to take (an invalid
     // length included), stays for the owner.
+    let len = u32::from_le_bytes([peeked[0], peeked[1], peeked[2], peeked[3]]) as usize;
     if len == 0 || len > MAX_TAKEN_BYTES || got < len + 4 {
       return false;
     }
-    // Consume exactly the frame just peeked: it is all in the socket, so a
-    // non-blocking read of its length returns it whole.
-    let mut taken = 0;
-    while taken < len + 4 {
-      match recv(&self.stream, &mut peeked[taken..len + 4], libc::MSG_DONTWAIT) {
-        Ok(0) | Err(_) => return false,
-        Ok(read) => taken += read,
-      }
+    // Consume exactly the frame just peeked: it is all in the socket, so
+    // non-blocking reads of its length return it whole.
+    if read_exact_now(&self.stream, &mut peeked[..len + 4]).is_err() {
+      return false;
     }
     handle(&peeked[4..len + 4]);
     true
@@ -137,23 +235,6 @@ impl Inbox {
       }
     }
   }
-
-  /// Whether a byte is there to read, the stream has ended, or neither.
-  fn peek_some(&self) -> io::Result<Peeked> {
-    let mut byte = [0u8; 1];
-    match recv(&self.stream, &mut byte, libc::MSG_PEEK | libc::MSG_DONTWAIT) {
-      Ok(0) => Ok(Peeked::Ended),
-      Ok(_) => Ok(Peeked::Some),
-      Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok(Peeked::Nothing),
-      Err(error) => Err(error),
-    }
-  }
-}
-
-enum Peeked {
-  Nothing,
-  Some,
-  Ended,
 }
 
 /// One `recv` with `flags`, retried when interrupted.
@@ -172,14 +253,28 @@ fn recv(stream: &UnixStream, buf: &mut [u8], flags: i32) -> io::Result<usize> {
   }
 }
 
-/// Reads exactly what is asked of it (blocking), never more: [`read_frame`]
-/// over it leaves the next frame's first byte at the head of the stream.
-struct ExactReader<'a>(&'a UnixStream);
-
-impl Read for ExactReader<'_> {
-  fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-    recv(self.0, buf, 0)
+/// Fill `buf`, waiting for the bytes; the stream ending first is an error.
+fn read_exact(stream: &UnixStream, buf: &mut [u8]) -> io::Result<()> {
+  let mut filled = 0;
+  while filled < buf.len() {
+    match recv(stream, &mut buf[filled..], 0)? {
+      0 => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame")),
+      read => filled += read,
+    }
   }
+  Ok(())
+}
+
+/// Fill `buf` from bytes already in the socket, never waiting.
+fn read_exact_now(stream: &UnixStream, buf: &mut [u8]) -> io::Result<()> {
+  let mut filled = 0;
+  while filled < buf.len() {
+    match recv(stream, &mut buf[filled..], libc::MSG_DONTWAIT)? {
+      0 => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame")),
+      read => filled += read,
+    }
+  }
+  Ok(())
 }
 
 const _: () = assert!(MAX_TAKEN_BYTES as u64 <= MAX_FRAME_BYTES as u64);
@@ -245,6 +340,30 @@ mod tests {
     }
     drop(sender.join().unwrap());
     // The writer is gone: the owner sees the end.
+    assert!(matches!(inbox.next(&mut frame).unwrap(), Next::Ended));
+  }
+
+  #[test]
+  fn what_the_owner_read_ahead_is_where_a_waiting_thread_looks_first() {
+    let (mut writer, reader) = UnixStream::pair().unwrap();
+    let inbox = Inbox::new(reader);
+    let log = FromHost::Log { run_id: 1, text: vec![104, 105] };
+    let mut burst = frame_of(&FromHost::Started { run_id: 1 });
+    burst.extend(frame_of(&calls(1)));
+    burst.extend(frame_of(&log));
+    burst.extend(frame_of(&calls(2)));
+    writer.write_all(&burst).unwrap();
+    let mut frame = Vec::new();
+    // The owner reads the burst at once and hands out its first frame.
+    assert!(matches!(inbox.next(&mut frame).unwrap(), Next::Frame(_)));
+    assert_eq!(FromHost::decode(&frame).unwrap(), FromHost::Started { run_id: 1 });
+    // The calls behind it are taken from what the owner kept, in order.
+    assert!(inbox.try_take(FromHost::CALLS_TAG, |frame| assert_eq!(FromHost::decode(frame).unwrap(), calls(1))));
+    assert!(!inbox.try_take(FromHost::CALLS_TAG, |_| panic!("a log entry is at the head")));
+    assert!(matches!(inbox.next(&mut frame).unwrap(), Next::Frame(_)));
+    assert_eq!(FromHost::decode(&frame).unwrap(), log);
+    assert!(inbox.try_take(FromHost::CALLS_TAG, |frame| assert_eq!(FromHost::decode(frame).unwrap(), calls(2))));
+    drop(writer);
     assert!(matches!(inbox.next(&mut frame).unwrap(), Next::Ended));
   }
 
