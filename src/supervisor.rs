@@ -376,9 +376,8 @@ impl Supervisor {
     host.send(&ToHost::Configure { config: Box::new(self.settings.host_config(slot)) });
     state.slots[slot] = Slot { host: Some(host.clone()), last_heard: Some(Instant::now()), ..Slot::default() };
     let supervisor = Arc::downgrade(self);
-    let reader = std::thread::Builder::new()
-      .name("dsh-host-reader".into())
-      .spawn(move || read_host(&supervisor, &host));
+    let reader =
+      std::thread::Builder::new().name("dsh-host-reader".into()).spawn(move || read_host(&supervisor, &host));
     match reader {
       Ok(reader) => {
         if let Some(host) = &state.slots[slot].host {
@@ -751,7 +750,8 @@ impl Supervisor {
     for host in hosts {
       let mut violation = None;
       host.inbox.try_take(FromHost::CALLS_TAG, |frame| {
-        let received = FromHost::decode(frame).map_err(|error| error.0).and_then(|message| self.receive(&host, message));
+        let received =
+          FromHost::decode(frame).map_err(|error| error.0).and_then(|message| self.receive(&host, message));
         violation = received.err();
       });
       if let Some(error) = violation {

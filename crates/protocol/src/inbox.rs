@@ -335,7 +335,9 @@ mod tests {
     });
     let mut frame = Vec::new();
     match inbox.next(&mut frame).unwrap() {
-      Next::Frame(_guard) => assert!(matches!(FromHost::decode(&frame).unwrap(), FromHost::Calls(calls) if calls[0].run_id == 3)),
+      Next::Frame(_guard) => {
+        assert!(matches!(FromHost::decode(&frame).unwrap(), FromHost::Calls(calls) if calls[0].run_id == 3))
+      }
       Next::Ended => panic!("ended"),
     }
     drop(sender.join().unwrap());
