@@ -86,6 +86,10 @@ pub type HostWake = ThreadsafeFunction<(), Unknown<'static>, FnArgs<(HostCallIds
 /// The host's wake-up: asks Node's main thread to come and take the outbox.
 pub type WakeHost = Box<dyn Fn() + Send + Sync>;
 
+/// Takes the calls waiting whole at the head of the hosts' channels into
+/// the outbox (the supervisor's `take_calls`), for the main thread's linger.
+pub type TakeCalls = Box<dyn Fn() + Send + Sync>;
+
 #[derive(Default)]
 struct Queued {
   calls: Vec<HostCall>,
@@ -102,6 +106,8 @@ pub struct CallOutbox {
   /// Set once, right after construction: the wake-up carries the outbox
   /// (weakly), so the outbox cannot be handed it at construction.
   wake_host: OnceLock<WakeHost>,
+  /// Set once, when the supervisor exists (see [`TakeCalls`]).
+  take_calls: OnceLock<TakeCalls>,
   spin: HostSpin,
 }
 
@@ -111,7 +117,13 @@ impl CallOutbox {
     let _ = self.wake_host.set(wake_host);
   }
 
-  /// Queue calls a host sent (its reader thread), waking the main thread
+  /// Let the linger take calls off the hosts' channels; a second call is
+  /// ignored.
+  pub fn connect_take_calls(&self, take_calls: TakeCalls) {
+    let _ = self.take_calls.set(take_calls);
+  }
+
+  /// Queue calls a host sent (its reader thread, or the lingering main thread), waking the main thread
   /// unless a wake-up is already on its way.
   pub fn push(&self, calls: Vec<HostCall>) {
     let wake = {
@@ -144,7 +156,14 @@ impl CallOutbox {
     if !spinning_helps() {
       return;
     }
-    self.spin.wait_for(|| self.calls_waiting.load(Ordering::Acquire));
+    // While it waits, it reads the hosts' channels itself: a call found
+    // there needs no reader thread woken to pass it on.
+    self.spin.wait_for(|| {
+      if let Some(take_calls) = self.take_calls.get() {
+        take_calls();
+      }
+      self.calls_waiting.load(Ordering::Acquire)
+    });
   }
 }
 

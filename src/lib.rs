@@ -191,6 +191,12 @@ impl NativeRuntime {
     };
     let supervisor =
       Supervisor::start(settings, calls.clone()).map_err(|message| Error::new(Status::GenericFailure, message))?;
+    let weak_supervisor = Arc::downgrade(&supervisor);
+    calls.connect_take_calls(Box::new(move || {
+      if let Some(supervisor) = weak_supervisor.upgrade() {
+        supervisor.take_calls();
+      }
+    }));
     let core = Arc::new(Core { supervisor, calls, disposed: AtomicBool::new(false), max_output_bytes });
     // At environment teardown (process exit, worker exit) stop every run
     // and host: no host may outlive the environment that owns it.

@@ -31,8 +31,6 @@
 //! runs waiting in the queue.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::BufReader;
-use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::Child;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
@@ -40,7 +38,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use dsh_protocol::config::RuntimeConfig;
-use dsh_protocol::frame::{encode_submit, read_frame, FromHost, HostStats, Reply, ToHost};
+use dsh_protocol::frame::{encode_submit, FromHost, HostStats, Reply, ToHost};
+use dsh_protocol::inbox::{Inbox, Next};
 use dsh_protocol::ledger::{Completion, FailureKind, Outcomes, Output, OutputLedger};
 use dsh_protocol::lock::lock;
 use dsh_protocol::protections::Protections;
@@ -147,6 +146,9 @@ struct Host {
   slot: usize,
   pid: u32,
   link: Arc<HostLink>,
+  /// The reading end of its channel: its reader thread reads every frame;
+  /// Node's main thread, lingering for a call, may take calls itself.
+  inbox: Inbox,
   child: Mutex<Child>,
   stderr: StderrTail,
   born: Instant,
@@ -254,6 +256,9 @@ pub struct Supervisor {
   changed: Condvar,
   calls: Arc<CallOutbox>,
   thread: Mutex<Option<JoinHandle<()>>>,
+  /// The hosts alive, for the main thread's [`Supervisor::take_calls`]
+  /// (apart from the state, whose lock a reader may hold a while).
+  hosts: Mutex<Vec<Arc<Host>>>,
 }
 
 /// The harness's view of the hosts and runs, for `stats()`.
@@ -287,6 +292,7 @@ impl Supervisor {
       changed: Condvar::new(),
       calls,
       thread: Mutex::new(None),
+      hosts: Mutex::default(),
     });
     {
       let mut state = lock(&supervisor.state);
@@ -342,8 +348,8 @@ impl Supervisor {
         return Err(message);
       }
     };
-    let halves = channel.try_clone().and_then(|read_half| Ok((read_half, HostLink::start(channel)?)));
-    let (read_half, link) = match halves {
+    let halves = channel.try_clone().and_then(|read_half| Ok((Inbox::new(read_half), HostLink::start(channel)?)));
+    let (inbox, link) = match halves {
       Ok(halves) => halves,
       Err(error) => {
         // The host never got its channel: end it, and reap it here.
@@ -361,6 +367,7 @@ impl Supervisor {
       slot,
       pid: child.id(),
       link,
+      inbox,
       child: Mutex::new(child),
       stderr,
       born: Instant::now(),
@@ -369,11 +376,13 @@ impl Supervisor {
     host.send(&ToHost::Configure { config: Box::new(self.settings.host_config(slot)) });
     state.slots[slot] = Slot { host: Some(host.clone()), last_heard: Some(Instant::now()), ..Slot::default() };
     let supervisor = Arc::downgrade(self);
-    let reader = std::thread::Builder::new()
-      .name("dsh-host-reader".into())
-      .spawn(move || read_host(&supervisor, &host, read_half));
+    let reader =
+      std::thread::Builder::new().name("dsh-host-reader".into()).spawn(move || read_host(&supervisor, &host));
     match reader {
       Ok(reader) => {
+        if let Some(host) = &state.slots[slot].host {
+          lock(&self.hosts).push(host.clone());
+        }
         // The readers of hosts that ended are done: let them go.
         state.readers.retain(|reader| !reader.is_finished());
         state.readers.push(reader);
@@ -732,6 +741,25 @@ impl Supervisor {
     Ok(())
   }
 
+  /// Node's main thread, lingering for a run's next call: take the calls
+  /// that are at the head of a host's channel, whole, off the channel
+  /// itself (`dsh_protocol::inbox`), into the call outbox, as the host's
+  /// reader would have. Never blocks on a reader.
+  pub fn take_calls(&self) {
+    let hosts = lock(&self.hosts).clone();
+    for host in hosts {
+      let mut violation = None;
+      host.inbox.try_take(FromHost::CALLS_TAG, |frame| {
+        let received =
+          FromHost::decode(frame).map_err(|error| error.0).and_then(|message| self.receive(&host, message));
+        violation = received.err();
+      });
+      if let Some(error) = violation {
+        host.kill(HostEnd::ProtocolViolation(error));
+      }
+    }
+  }
+
   /// When hosts do not start (`MAX_START_FAILURES` in a row, whether they
   /// died before ready or could not be spawned at all) and none is ready,
   /// fail the waiting runs rather than keep them waiting for a host that
@@ -769,6 +797,7 @@ impl Supervisor {
   /// `host` has ended: settle what it took with it, queue again (first)
   /// what it had not started, and plan its replacement.
   fn host_ended(&self, host: &Arc<Host>, end: HostEnd) {
+    lock(&self.hosts).retain(|alive| !Arc::ptr_eq(alive, host));
     let described = end.describe();
     let message: Vec<u16> = described.encode_utf16().collect();
     let mut state = lock(&self.state);
@@ -862,16 +891,17 @@ impl Delivery {
 }
 
 /// A host's reader thread: every frame it sends, until it ends.
-fn read_host(supervisor: &Weak<Supervisor>, host: &Arc<Host>, stream: UnixStream) {
-  let mut reader = BufReader::with_capacity(256 * 1024, stream);
+fn read_host(supervisor: &Weak<Supervisor>, host: &Arc<Host>) {
   let mut frame = Vec::new();
   let violation = loop {
-    match read_frame(&mut reader, &mut frame) {
-      Ok(true) => {}
-      Ok(false) => break None,
+    // Handled under the inbox's lock (held by `_reading`), so that calls
+    // the main thread takes itself are handled in the order they were sent.
+    let _reading = match host.inbox.next(&mut frame) {
+      Ok(Next::Frame(reading)) => reading,
+      Ok(Next::Ended) => break None,
       Err(error) if error.kind() == std::io::ErrorKind::InvalidData => break Some(error.to_string()),
       Err(_) => break None,
-    }
+    };
     let Some(supervisor) = supervisor.upgrade() else { break None };
     let received =
       FromHost::decode(&frame).map_err(|error| error.0).and_then(|message| supervisor.receive(host, message));

@@ -20,7 +20,9 @@
 //! thread and process wake-ups of each round trip, not by work. Both ends
 //! therefore wait briefly, awake, for the other's next message before they
 //! sleep: the reply pump here for the reply ([`SPIN_BEFORE_PARK`]), the
-//! harness for the next call (the addon's `HostSpin`).
+//! harness for the next call (the addon's `HostSpin`). While they wait,
+//! each takes the message it waits for off the channel itself
+//! (`dsh_protocol::inbox`), so no sleeping reader has to be woken first.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -54,7 +56,16 @@ pub struct Mailbox {
   /// The run executes: replies are delivered here, and it counts as
   /// waiting on the host while calls are unanswered.
   open: AtomicBool,
+  /// Takes replies off the channel itself, while the pump spins for them
+  /// (set when the mailbox opens).
+  take_replies: OnceLock<Arc<TakeReplies>>,
 }
+
+/// Takes the replies at the head of the channel, if any are there whole,
+/// and delivers them (`main.rs`, over `dsh_protocol::inbox`): a pump that
+/// spins for its reply reads it itself instead of waiting for the host's
+/// main thread to be woken for it.
+pub type TakeReplies = Box<dyn Fn() + Send + Sync>;
 
 /// How long the pump spins for a reply before parking its thread. A reply
 /// to a quick binding crosses to the harness and back: two process hops
@@ -84,7 +95,10 @@ impl Mailbox {
         budget::uncharged(|| {
           let until = Instant::now() + SPIN_BEFORE_PARK;
           while !self.pending.load(Ordering::Acquire) && Instant::now() < until {
-            std::hint::spin_loop();
+            match self.take_replies.get() {
+              Some(take_replies) => take_replies(),
+              None => std::hint::spin_loop(),
+            }
           }
         });
         if let Some(replies) = self.try_take() {
@@ -131,12 +145,20 @@ pub struct Bridge {
   next_call: AtomicU32,
   /// Set once, when the channel is up.
   send_calls: OnceLock<SendCalls>,
+  /// Set once, when the channel is up (see [`TakeReplies`]).
+  take_replies: OnceLock<Arc<TakeReplies>>,
 }
 
 impl Bridge {
   /// A bridge routing replies to the mailboxes of `runs`.
   pub fn new(runs: Arc<LiveRuns>) -> Bridge {
-    Bridge { outbox: Mutex::default(), runs, next_call: AtomicU32::new(0), send_calls: OnceLock::new() }
+    Bridge {
+      outbox: Mutex::default(),
+      runs,
+      next_call: AtomicU32::new(0),
+      send_calls: OnceLock::new(),
+      take_replies: OnceLock::new(),
+    }
   }
 
   /// Connect the harness; a second call is ignored.
@@ -144,11 +166,20 @@ impl Bridge {
     let _ = self.send_calls.set(send_calls);
   }
 
+  /// Let spinning pumps take their replies off the channel; a second call
+  /// is ignored.
+  pub fn connect_replies(&self, take_replies: TakeReplies) {
+    let _ = self.take_replies.set(Arc::new(take_replies));
+  }
+
   /// Open a run's mailbox as it starts to execute; replies for runs whose
   /// mailbox is not open are dropped. A run that is not among the live
   /// runs gets a mailbox no reply reaches.
   pub fn open(&self, run_id: u32) -> Arc<Mailbox> {
     let mailbox = self.runs.get(run_id).map_or_else(Arc::default, |run| run.mailbox().clone());
+    if let Some(take_replies) = self.take_replies.get() {
+      let _ = mailbox.take_replies.set(take_replies.clone());
+    }
     mailbox.open.store(true, Ordering::Release);
     mailbox
   }

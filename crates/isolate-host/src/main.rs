@@ -15,7 +15,7 @@
 //! harness settles its runs as `worker-exit`), never a thread alone, which
 //! would leave a run that never settles.
 
-use std::io::{BufReader, Write};
+use std::io::Write;
 use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
@@ -30,7 +30,8 @@ use dsh_isolate_host::lockdown;
 use dsh_isolate_host::run::{RunEvents, RunJob};
 use dsh_isolate_host::scheduler::{Scheduler, Submission};
 use dsh_isolate_host::{platform, StopReason};
-use dsh_protocol::frame::{read_frame, FromHost, ToHost};
+use dsh_protocol::frame::{FromHost, Reply, ToHost};
+use dsh_protocol::inbox::{Inbox, Next};
 use dsh_protocol::ledger::{FailureKind, OutputLedger};
 
 /// The host's end of the channel, written by every thread that has
@@ -105,11 +106,15 @@ fn main() {
   let stream = unsafe { UnixStream::from_raw_fd(0) };
   let Ok(write_half) = stream.try_clone() else { gone() };
   let channel = Arc::new(Channel { stream: Mutex::new(write_half) });
-  let mut reader = BufReader::with_capacity(256 * 1024, stream);
+  let inbox = Arc::new(Inbox::new(stream));
   let mut frame = Vec::new();
 
-  let config = match read_frame(&mut reader, &mut frame).map(|more| more.then(|| ToHost::decode(&frame))) {
-    Ok(Some(Ok(ToHost::Configure { config }))) => *config,
+  let first = match inbox.next(&mut frame) {
+    Ok(Next::Frame(_guard)) => Some(ToHost::decode(&frame)),
+    _ => None,
+  };
+  let config = match first {
+    Some(Ok(ToHost::Configure { config })) => *config,
     _ => {
       eprintln!("dsh-isolate-host: the channel's first frame must configure the host");
       std::process::exit(2);
@@ -128,6 +133,14 @@ fn main() {
   {
     let channel = channel.clone();
     bridge.connect_host(Box::new(move |calls| channel.send(&FromHost::Calls(calls))));
+    let (inbox, weak_bridge) = (inbox.clone(), Arc::downgrade(&bridge));
+    bridge.connect_replies(Box::new(move || {
+      inbox.try_take(ToHost::REPLIES_TAG, |frame| match (ToHost::decode(frame), weak_bridge.upgrade()) {
+        (Ok(ToHost::Replies(replies)), Some(bridge)) => deliver_replies(&bridge, replies),
+        (Ok(_), _) | (_, None) => {}
+        (Err(_), _) => undecodable(),
+      });
+    }));
   }
   let max_log_units = usize::try_from(config.max_output_bytes).unwrap_or(usize::MAX);
   let events = Arc::new(ChannelEvents { channel: channel.clone(), max_log_units });
@@ -142,15 +155,14 @@ fn main() {
   channel.send(&FromHost::Ready { protections });
 
   loop {
-    match read_frame(&mut reader, &mut frame) {
-      Ok(true) => {}
+    // Handled under the inbox's lock (held by `_reading`), so that frames
+    // a spinning run takes itself are handled in the order they were sent.
+    let _reading = match inbox.next(&mut frame) {
+      Ok(Next::Frame(reading)) => reading,
       // The harness closed the channel (or died): nothing here is wanted.
-      Ok(false) | Err(_) => gone(),
-    }
-    let Ok(message) = ToHost::decode(&frame) else {
-      eprintln!("dsh-isolate-host: the harness sent a frame that does not decode");
-      std::process::exit(2);
+      Ok(Next::Ended) | Err(_) => gone(),
     };
+    let Ok(message) = ToHost::decode(&frame) else { undecodable() };
     match message {
       ToHost::Submit { run_id, wall_ms, program, bindings_json } => {
         submit(&scheduler, &config, &channel, run_id, wall_ms, program, &bindings_json)
@@ -160,9 +172,7 @@ fn main() {
           run.control().stop(StopReason::Abort(reason));
         }
       }
-      ToHost::Replies(replies) => {
-        bridge.reply_all(replies.into_iter().map(|reply| (reply.run_id, reply.call_id, (reply.kind, reply.text))))
-      }
+      ToHost::Replies(replies) => deliver_replies(&bridge, replies),
       ToHost::StatsRequest { seq } => channel.send(&FromHost::Stats { seq, stats: scheduler.stats() }),
       ToHost::Shutdown => {
         // Disposal: no more admissions, every live run stopped (each still
@@ -180,6 +190,17 @@ fn main() {
       }
     }
   }
+}
+
+/// Hand host replies to the runs' mailboxes.
+fn deliver_replies(bridge: &Bridge, replies: Vec<Reply>) {
+  bridge.reply_all(replies.into_iter().map(|reply| (reply.run_id, reply.call_id, (reply.kind, reply.text))))
+}
+
+/// The harness sent a frame this host cannot read: the two are out of step.
+fn undecodable() -> ! {
+  eprintln!("dsh-isolate-host: the harness sent a frame that does not decode");
+  std::process::exit(2);
 }
 
 /// Queue one run; its result (or its refusal) goes back on the channel.

@@ -370,6 +370,10 @@ fn len32(len: usize) -> u32 {
 }
 
 impl ToHost {
+  /// The tag of [`ToHost::Replies`], which a run waiting for its replies
+  /// may take off the channel itself (`inbox`).
+  pub const REPLIES_TAG: u8 = REPLIES;
+
   /// Append this message as one frame.
   pub fn encode(&self, out: &mut Vec<u8>) {
     match self {
@@ -444,6 +448,10 @@ pub fn encode_log(out: &mut Vec<u8>, run_id: u32, text: &[u16]) {
 }
 
 impl FromHost {
+  /// The tag of [`FromHost::Calls`], which the harness's main thread,
+  /// waiting for a run's next call, may take off the channel itself (`inbox`).
+  pub const CALLS_TAG: u8 = CALLS;
+
   /// Append this message as one frame.
   pub fn encode(&self, out: &mut Vec<u8>) {
     match self {

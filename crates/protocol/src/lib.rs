@@ -13,6 +13,7 @@ pub mod bindings_descriptor;
 pub mod config;
 pub mod contract;
 pub mod frame;
+pub mod inbox;
 pub mod ledger;
 pub mod lock;
 pub mod protections;

@@ -1,0 +1,388 @@
+//! A channel's reading end, shared by the thread that owns it and the
+//! threads that wait awake for one kind of frame on it.
+//!
+//! Each end of the channel has an owner thread that reads every frame (the
+//! harness's reader thread per host, the host's main thread). A round trip
+//! of a host call would otherwise wake that owner from its sleep twice, once
+//! per side, and on a VM each wake of a sleeping thread (often of an idle,
+//! halted virtual CPU) costs more than the call's whole work. But on each
+//! side one thread is already awake, waiting for exactly that frame: the
+//! run's thread spins for its replies, the harness's main thread lingers for
+//! the next call. [`Inbox::try_take`] lets such a thread take the frame
+//! itself, when it is at the head of the stream, whole and small, and of the
+//! kind it waits for; everything else stays for the owner.
+//!
+//! Order is kept: a frame is read and handled under one lock, by whoever
+//! holds it, so frames are handled in the order they were sent. The owner
+//! takes the lock only when a frame is there to read (it waits for one
+//! outside the lock) and may block while holding it (a long frame arriving
+//! slowly); a waiting thread never blocks on it: it only tries the lock.
+//! The owner reads in large chunks (a flood of small frames costs one read
+//! per chunk, not one per frame) and keeps what it read past a frame in
+//! the inbox, where a waiting thread looks first; a waiting thread reads
+//! from the socket only when that is empty, and then exactly one frame. So
+//! whoever holds the lock next finds the next frame at the head of what
+//! the owner kept, or of the stream.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::{Mutex, MutexGuard, TryLockError};
+
+use crate::frame::MAX_FRAME_BYTES;
+
+/// The largest frame a waiting thread takes: replies and calls that answer
+/// quickly are small; a large frame is read once, by the owner, rather than
+/// peeked and read again.
+pub const MAX_TAKEN_BYTES: usize = 64 * 1024;
+
+/// How much the owner reads at once: many small frames (a flood of log
+/// entries) cost one read, not one each.
+const READ_CHUNK: usize = 256 * 1024;
+
+/// The reading end of one channel.
+pub struct Inbox {
+  stream: UnixStream,
+  /// Held while a frame is read and handled (see the module doc).
+  reading: Mutex<Buffered>,
+}
+
+/// Bytes the owner has read past the frames it has handled: whole frames
+/// and at most one partial frame, never anything a waiting thread read.
+#[derive(Default)]
+struct Buffered {
+  /// Storage: the unhandled bytes are `bytes[start..end]`; the rest is room
+  /// to read into (zeroed once, when the storage grows).
+  bytes: Vec<u8>,
+  start: usize,
+  end: usize,
+  /// Scratch for a waiting thread's peek (kept, so a spin allocates once).
+  peeked: Vec<u8>,
+}
+
+impl Buffered {
+  fn unhandled(&self) -> &[u8] {
+    &self.bytes[self.start..self.end]
+  }
+
+  /// Room for at least [`READ_CHUNK`] more bytes after `end`.
+  fn room(&mut self) -> &mut [u8] {
+    if self.bytes.len() - self.end < READ_CHUNK {
+      self.bytes.copy_within(self.start..self.end, 0);
+      self.end -= self.start;
+      self.start = 0;
+      if self.bytes.len() - self.end < READ_CHUNK {
+        self.bytes.resize(self.end + READ_CHUNK, 0);
+      }
+    }
+    &mut self.bytes[self.end..]
+  }
+
+  /// The length of the whole frame at the head of the buffer, if it is
+  /// all there: `Err` for a length no frame may have.
+  fn whole_frame(&self) -> io::Result<Option<usize>> {
+    let head = self.unhandled();
+    let Some(len) = frame_len(head)? else { return Ok(None) };
+    Ok((head.len() >= len + 4).then_some(len))
+  }
+
+  /// Move the head frame's tag and fields (`len` bytes) into `frame`.
+  fn pop_into(&mut self, len: usize, frame: &mut Vec<u8>) {
+    frame.clear();
+    frame.extend_from_slice(&self.bytes[self.start + 4..self.start + 4 + len]);
+    self.consume(len + 4);
+  }
+
+  fn consume(&mut self, count: usize) {
+    self.start += count;
+    if self.start == self.end {
+      self.start = 0;
+      self.end = 0;
+    }
+  }
+}
+
+/// The length a frame's header (the first four bytes of `head`) claims,
+/// once the header is there; an error for a length no frame may have.
+fn frame_len(head: &[u8]) -> io::Result<Option<usize>> {
+  if head.len() < 4 {
+    return Ok(None);
+  }
+  let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+  if len == 0 || len > MAX_FRAME_BYTES {
+    return Err(io::Error::new(io::ErrorKind::InvalidData, format!("a frame of {len} bytes")));
+  }
+  Ok(Some(len as usize))
+}
+
+/// What the owner found.
+pub enum Next<'a> {
+  /// A frame (its tag and fields), handled while this guard is held.
+  Frame(InboxGuard<'a>),
+  /// The stream ended between frames.
+  Ended,
+}
+
+/// The lock and the frame it protects: handle the frame, then drop this.
+pub struct InboxGuard<'a> {
+  _reading: MutexGuard<'a, Buffered>,
+}
+
+impl Inbox {
+  pub fn new(stream: UnixStream) -> Inbox {
+    Inbox { stream, reading: Mutex::new(Buffered::default()) }
+  }
+
+  /// The owner: wait until a whole frame is here, then move it into
+  /// `frame` under the lock, which the returned guard holds until the
+  /// frame has been handled. An error ends the channel (a frame too long, a
+  /// stream that ends inside a frame, a read that fails). A long frame is
+  /// read straight into `frame`, holding the lock while the rest arrives.
+  pub fn next<'a>(&'a self, frame: &mut Vec<u8>) -> io::Result<Next<'a>> {
+    loop {
+      let mut reading = crate::lock::lock(&self.reading);
+      if let Some(len) = reading.whole_frame()? {
+        reading.pop_into(len, frame);
+        return Ok(Next::Frame(InboxGuard { _reading: reading }));
+      }
+      if let Some(len) = frame_len(reading.unhandled())? {
+        if len > MAX_TAKEN_BYTES {
+          // Long: what is here, then the rest read straight into `frame`.
+          let here = reading.unhandled()[4..].to_vec();
+          let held = here.len();
+          reading.consume(held + 4);
+          frame.clear();
+          frame.extend_from_slice(&here);
+          frame.resize(len, 0);
+          read_exact(&self.stream, &mut frame[held..])?;
+          return Ok(Next::Frame(InboxGuard { _reading: reading }));
+        }
+      }
+      // Nothing whole here: read what the socket has, without waiting.
+      let read = recv(&self.stream, reading.room(), libc::MSG_DONTWAIT);
+      reading.end += *read.as_ref().unwrap_or(&0);
+      match read {
+        Ok(0) if reading.unhandled().is_empty() => return Ok(Next::Ended),
+        Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame")),
+        Ok(_) => continue,
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+        Err(error) => return Err(error),
+      }
+      // Nothing to read: wait for the socket, outside the lock (a waiting
+      // thread may take what wakes this one; then this waits again).
+      drop(reading);
+      self.wait_readable()?;
+    }
+  }
+
+  /// A waiting thread: if the frame at the head of the stream is here
+  /// whole, is tagged `tag` and is at most [`MAX_TAKEN_BYTES`], take it and
+  /// hand its tag and fields to `handle` under the lock; else leave
+  /// everything as it is. Never blocks. Returns whether a frame was taken.
+  pub fn try_take(&self, tag: u8, handle: impl FnOnce(&[u8])) -> bool {
+    let mut reading = match self.reading.try_lock() {
+      Ok(reading) => reading,
+      Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+      Err(TryLockError::WouldBlock) => return false,
+    };
+    let reading = &mut *reading;
+    // What the owner has read comes first: the head of the stream is there.
+    if !reading.unhandled().is_empty() {
+      let Ok(Some(len)) = reading.whole_frame() else { return false };
+      if reading.unhandled()[4] != tag || len > MAX_TAKEN_BYTES {
+        return false;
+      }
+      let at = reading.start + 4;
+      handle(&reading.bytes[at..at + len]);
+      reading.consume(len + 4);
+      return true;
+    }
+    let peeked = &mut reading.peeked;
+    peeked.resize(MAX_TAKEN_BYTES + 4, 0);
+    let Ok(got) = recv(&self.stream, peeked, libc::MSG_PEEK | libc::MSG_DONTWAIT) else { return false };
+    if got < 5 || peeked[4] != tag {
+      return false;
+    }
+    // A frame that is not all here yet, or too long to take (an invalid
+    // length included), stays for the owner.
+    let len = u32::from_le_bytes([peeked[0], peeked[1], peeked[2], peeked[3]]) as usize;
+    if len == 0 || len > MAX_TAKEN_BYTES || got < len + 4 {
+      return false;
+    }
+    // Consume exactly the frame just peeked: it is all in the socket, so
+    // non-blocking reads of its length return it whole.
+    if read_exact_now(&self.stream, &mut peeked[..len + 4]).is_err() {
+      return false;
+    }
+    handle(&peeked[4..len + 4]);
+    true
+  }
+
+  /// Block (outside the lock) until the stream has something to read or
+  /// has ended.
+  fn wait_readable(&self) -> io::Result<()> {
+    let mut poll = libc::pollfd { fd: self.stream.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    loop {
+      // SAFETY: `poll` is one valid pollfd for the duration of the call,
+      // and its fd is this inbox's socket, open while `self` is.
+      let ready = unsafe { libc::poll(&mut poll, 1, -1) };
+      if ready >= 0 {
+        return Ok(());
+      }
+      let error = io::Error::last_os_error();
+      if error.kind() != io::ErrorKind::Interrupted {
+        return Err(error);
+      }
+    }
+  }
+}
+
+/// One `recv` with `flags`, retried when interrupted.
+fn recv(stream: &UnixStream, buf: &mut [u8], flags: i32) -> io::Result<usize> {
+  loop {
+    // SAFETY: the pointer and length describe the live, writable `buf`, and
+    // the fd is the stream's socket, open while `stream` is borrowed.
+    let read = unsafe { libc::recv(stream.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), flags) };
+    if read >= 0 {
+      return Ok(read as usize);
+    }
+    let error = io::Error::last_os_error();
+    if error.kind() != io::ErrorKind::Interrupted {
+      return Err(error);
+    }
+  }
+}
+
+/// Fill `buf`, waiting for the bytes; the stream ending first is an error.
+fn read_exact(stream: &UnixStream, buf: &mut [u8]) -> io::Result<()> {
+  let mut filled = 0;
+  while filled < buf.len() {
+    match recv(stream, &mut buf[filled..], 0)? {
+      0 => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame")),
+      read => filled += read,
+    }
+  }
+  Ok(())
+}
+
+/// Fill `buf` from bytes already in the socket, never waiting.
+fn read_exact_now(stream: &UnixStream, buf: &mut [u8]) -> io::Result<()> {
+  let mut filled = 0;
+  while filled < buf.len() {
+    match recv(stream, &mut buf[filled..], libc::MSG_DONTWAIT)? {
+      0 => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame")),
+      read => filled += read,
+    }
+  }
+  Ok(())
+}
+
+const _: () = assert!(MAX_TAKEN_BYTES as u64 <= MAX_FRAME_BYTES as u64);
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::frame::{FromHost, HostCall, ToHost};
+  use std::io::Write;
+
+  fn frame_of(message: &FromHost) -> Vec<u8> {
+    let mut out = Vec::new();
+    message.encode(&mut out);
+    out
+  }
+
+  fn calls(run_id: u32) -> FromHost {
+    FromHost::Calls(vec![HostCall { run_id, call_id: 1, namespace: 0, function: 0, args: "{}".to_owned() }])
+  }
+
+  #[test]
+  fn a_waiting_thread_takes_only_a_whole_small_frame_of_its_kind_at_the_head() {
+    let (mut writer, reader) = UnixStream::pair().unwrap();
+    let inbox = Inbox::new(reader);
+    let calls_tag = FromHost::CALLS_TAG;
+    // Nothing there: nothing taken.
+    assert!(!inbox.try_take(calls_tag, |_| panic!("nothing was sent")));
+    // Another kind at the head: left for the owner, and so is what follows.
+    writer.write_all(&frame_of(&FromHost::Started { run_id: 1 })).unwrap();
+    writer.write_all(&frame_of(&calls(1))).unwrap();
+    assert!(!inbox.try_take(calls_tag, |_| panic!("not at the head")));
+    let mut frame = Vec::new();
+    match inbox.next(&mut frame).unwrap() {
+      Next::Frame(_guard) => assert_eq!(FromHost::decode(&frame).unwrap(), FromHost::Started { run_id: 1 }),
+      Next::Ended => panic!("ended"),
+    }
+    // Now the calls are at the head: taken whole, decoded by the taker.
+    let mut taken = None;
+    assert!(inbox.try_take(calls_tag, |frame| taken = Some(FromHost::decode(frame).unwrap())));
+    assert_eq!(taken, Some(calls(1)));
+    // Half a frame: not taken; once the rest is there, taken.
+    let whole = frame_of(&calls(2));
+    writer.write_all(&whole[..7]).unwrap();
+    assert!(!inbox.try_take(calls_tag, |_| panic!("half a frame")));
+    writer.write_all(&whole[7..]).unwrap();
+    assert!(inbox.try_take(calls_tag, |frame| assert_eq!(FromHost::decode(frame).unwrap(), calls(2))));
+    // A frame too large to take stays for the owner, who reads it whole.
+    let large = frame_of(&FromHost::Calls(vec![HostCall {
+      run_id: 3,
+      call_id: 1,
+      namespace: 0,
+      function: 0,
+      args: "x".repeat(MAX_TAKEN_BYTES),
+    }]));
+    let sender = std::thread::spawn(move || {
+      writer.write_all(&large).unwrap();
+      writer
+    });
+    let mut frame = Vec::new();
+    match inbox.next(&mut frame).unwrap() {
+      Next::Frame(_guard) => {
+        assert!(matches!(FromHost::decode(&frame).unwrap(), FromHost::Calls(calls) if calls[0].run_id == 3))
+      }
+      Next::Ended => panic!("ended"),
+    }
+    drop(sender.join().unwrap());
+    // The writer is gone: the owner sees the end.
+    assert!(matches!(inbox.next(&mut frame).unwrap(), Next::Ended));
+  }
+
+  #[test]
+  fn what_the_owner_read_ahead_is_where_a_waiting_thread_looks_first() {
+    let (mut writer, reader) = UnixStream::pair().unwrap();
+    let inbox = Inbox::new(reader);
+    let log = FromHost::Log { run_id: 1, text: vec![104, 105] };
+    let mut burst = frame_of(&FromHost::Started { run_id: 1 });
+    burst.extend(frame_of(&calls(1)));
+    burst.extend(frame_of(&log));
+    burst.extend(frame_of(&calls(2)));
+    writer.write_all(&burst).unwrap();
+    let mut frame = Vec::new();
+    // The owner reads the burst at once and hands out its first frame.
+    assert!(matches!(inbox.next(&mut frame).unwrap(), Next::Frame(_)));
+    assert_eq!(FromHost::decode(&frame).unwrap(), FromHost::Started { run_id: 1 });
+    // The calls behind it are taken from what the owner kept, in order.
+    assert!(inbox.try_take(FromHost::CALLS_TAG, |frame| assert_eq!(FromHost::decode(frame).unwrap(), calls(1))));
+    assert!(!inbox.try_take(FromHost::CALLS_TAG, |_| panic!("a log entry is at the head")));
+    assert!(matches!(inbox.next(&mut frame).unwrap(), Next::Frame(_)));
+    assert_eq!(FromHost::decode(&frame).unwrap(), log);
+    assert!(inbox.try_take(FromHost::CALLS_TAG, |frame| assert_eq!(FromHost::decode(frame).unwrap(), calls(2))));
+    drop(writer);
+    assert!(matches!(inbox.next(&mut frame).unwrap(), Next::Ended));
+  }
+
+  #[test]
+  fn a_hostile_length_is_never_taken_and_ends_the_channel_for_the_owner() {
+    let (mut writer, reader) = UnixStream::pair().unwrap();
+    let inbox = Inbox::new(reader);
+    // A header claiming 4 GiB, tagged as the waiting thread's kind.
+    writer.write_all(&[0xff, 0xff, 0xff, 0xff, FromHost::CALLS_TAG, 1, 2, 3]).unwrap();
+    assert!(!inbox.try_take(FromHost::CALLS_TAG, |_| panic!("a hostile length")));
+    let mut frame = Vec::new();
+    assert!(inbox.next(&mut frame).is_err());
+    // And an empty frame (length 0) is refused by the owner too.
+    let (mut writer, reader) = UnixStream::pair().unwrap();
+    let inbox = Inbox::new(reader);
+    writer.write_all(&[0, 0, 0, 0, ToHost::REPLIES_TAG]).unwrap();
+    assert!(!inbox.try_take(ToHost::REPLIES_TAG, |_| panic!("an empty frame")));
+    assert!(inbox.next(&mut frame).is_err());
+  }
+}
