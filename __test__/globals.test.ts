@@ -70,6 +70,9 @@ const snippets: Record<string, string> = {
   // released in order, and m1's refresh takes effect before t's turn.
   'refresh in a callback that fell due with its timer': "const order = []; let done; const finished = new Promise((r) => { done = r }); setTimeout(() => { order.push('m1'); t.refresh() }, 10); const t = setTimeout(() => { order.push('t'); done() }, 30); setTimeout(() => order.push('m2'), 35); const s = Date.now(); while (Date.now() - s < 50); await finished; return order",
   'clearTimeout in a callback that fell due with its timer': "const order = []; let t; setTimeout(() => { order.push('m1'); clearTimeout(t) }, 10); t = setTimeout(() => order.push('t'), 30); const s = Date.now(); while (Date.now() - s < 50); await new Promise((r) => setTimeout(r, 60)); return order",
+  // Set after the loop's first turn, whose callbacks are held, so t's
+  // callback runs as it falls due.
+  'a timer refreshed in its own callback is cleared by its id': "await new Promise((r) => setTimeout(r, 1)); let n = 0; const t = setTimeout(() => { n++; if (n === 1) { t.refresh(); clearTimeout(+t) } }, 5); await new Promise((r) => setTimeout(r, 40)); return n",
   'refresh re-arms a timer that fired; a cleared one stays cleared': "let n = 0; let done; const finished = new Promise((r) => { done = r }); const t = setTimeout(() => { if (++n < 3) t.refresh(); else done() }, 5); await finished; let m = 0; const c = setTimeout(() => m++, 5); await new Promise((r) => setTimeout(r, 10)); clearTimeout(c); c.refresh(); await new Promise((r) => setTimeout(r, 20)); return [n, m, Object.getOwnPropertyNames(t.constructor)]",
   'clearTimeout cancels': "const out = []; const t = setTimeout(() => out.push('no'), 5); clearTimeout(t); await new Promise((r) => setTimeout(r, 20)); return out",
   'setInterval runs until cleared': 'let n = 0; await new Promise((done) => { const id = setInterval(() => { if (++n === 3) { clearInterval(id); done(null) } }, 2) }); return n',
