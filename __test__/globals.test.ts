@@ -53,15 +53,26 @@ const snippets: Record<string, string> = {
   'web APIs throw DOMExceptions': "const out = []; for (const f of [() => structuredClone(() => 1), () => atob('***'), () => atob('a'), () => atob('YQ='), () => btoa('€'), () => crypto.getRandomValues(new Uint8Array(70000)), () => crypto.getRandomValues(new Float32Array(2))]) { try { f(); out.push('no throw') } catch (e) { out.push([e.name, e.code, e.message, e instanceof DOMException, e.stack.split('\\n')[0]]) } } return out",
   'timers are Timeout objects like Node\'s': "const t = setTimeout(() => {}, 10); const shape = [typeof t, t.hasRef(), t.unref() === t, t.hasRef(), t.ref() === t, t.hasRef(), typeof +t, Object.prototype.toString.call(t), typeof t.refresh, typeof t.close]; clearTimeout(t); return shape",
   'timers clear by object, number, string and close()': "let fired = 0; const ts = [0, 1, 2, 3].map(() => setTimeout(() => fired++, 5)); clearTimeout(ts[0]); clearTimeout(+ts[1]); clearTimeout(String(+ts[2])); ts[3].close(); clearTimeout({}); clearTimeout(undefined); await new Promise((r) => setTimeout(r, 20)); return fired",
-  // Orders, not durations. m2 (35 ms) is set first, so it is due before
-  // t (30 ms) restarted by m1 (10 ms) can be, however the machine delays
-  // the calls or the loop: timers run in the order they fall due, and a
-  // refresh in one takes effect before the next.
-  'refresh restarts a pending timer': "const order = []; let done; const finished = new Promise((r) => { done = r }); setTimeout(() => order.push('m2'), 35); const t = setTimeout(() => { order.push('t'); done() }, 30); setTimeout(() => { order.push('m1'); t.refresh() }, 10); await finished; return order",
-  // The same, with all three due before the loop's first turn (the program
-  // blocks): the callbacks that turn runs are held and released in order.
-  'refresh in a callback that fell due with its timer': "const order = []; let done; const finished = new Promise((r) => { done = r }); setTimeout(() => order.push('m2'), 35); const t = setTimeout(() => { order.push('t'); done() }, 30); setTimeout(() => { order.push('m1'); t.refresh() }, 10); const s = Date.now(); while (Date.now() - s < 50); await finished; return order",
+  // Orders, not durations. Node (and deno_core, which mirrors its timer
+  // lists) keeps a refreshed timer in its delay's list, whose due time is
+  // only recomputed when the loop reaches it; so a refreshed timer can run
+  // before another delay's timer that fell due earlier (next snippet). m2
+  // shares t's delay and is set after it, so the refresh moves t behind it:
+  // m1 (set first, so due first) then m2 then t, however the machine delays
+  // the calls or the loop.
+  'refresh restarts a pending timer': "const order = []; let done; const finished = new Promise((r) => { done = r }); setTimeout(() => { order.push('m1'); t.refresh() }, 10); const t = setTimeout(() => { order.push('t'); done() }, 30); setTimeout(() => order.push('m2'), 30); await finished; return order",
+  // t is refreshed to fall due after m2, but the loop's next turn (the
+  // callback blocks) comes after both are due: t's list, due first before
+  // the refresh, runs first.
+  'a refreshed timer keeps its list\'s place': "const order = []; let done; const finished = new Promise((r) => { done = r }); setTimeout(() => { order.push('m1'); const t = setTimeout(() => { order.push('t'); done() }, 30); setTimeout(() => order.push('m2'), 35); let s = Date.now(); while (Date.now() - s < 10); t.refresh(); s = Date.now(); while (Date.now() - s < 40); }, 1); await finished; return order",
+  // All three due before the loop's first turn (the program blocks), set in
+  // the order they fall due: the callbacks that turn runs are held and
+  // released in order, and m1's refresh takes effect before t's turn.
+  'refresh in a callback that fell due with its timer': "const order = []; let done; const finished = new Promise((r) => { done = r }); setTimeout(() => { order.push('m1'); t.refresh() }, 10); const t = setTimeout(() => { order.push('t'); done() }, 30); setTimeout(() => order.push('m2'), 35); const s = Date.now(); while (Date.now() - s < 50); await finished; return order",
   'clearTimeout in a callback that fell due with its timer': "const order = []; let t; setTimeout(() => { order.push('m1'); clearTimeout(t) }, 10); t = setTimeout(() => order.push('t'), 30); const s = Date.now(); while (Date.now() - s < 50); await new Promise((r) => setTimeout(r, 60)); return order",
+  // Set after the loop's first turn, whose callbacks are held, so t's
+  // callback runs as it falls due.
+  'a timer refreshed in its own callback is cleared by its id': "await new Promise((r) => setTimeout(r, 1)); let n = 0; const t = setTimeout(() => { n++; if (n === 1) { t.refresh(); clearTimeout(+t) } }, 5); await new Promise((r) => setTimeout(r, 40)); return n",
   'refresh re-arms a timer that fired; a cleared one stays cleared': "let n = 0; let done; const finished = new Promise((r) => { done = r }); const t = setTimeout(() => { if (++n < 3) t.refresh(); else done() }, 5); await finished; let m = 0; const c = setTimeout(() => m++, 5); await new Promise((r) => setTimeout(r, 10)); clearTimeout(c); c.refresh(); await new Promise((r) => setTimeout(r, 20)); return [n, m, Object.getOwnPropertyNames(t.constructor)]",
   'clearTimeout cancels': "const out = []; const t = setTimeout(() => out.push('no'), 5); clearTimeout(t); await new Promise((r) => setTimeout(r, 20)); return out",
   'setInterval runs until cleared': 'let n = 0; await new Promise((done) => { const id = setInterval(() => { if (++n === 3) { clearInterval(id); done(null) } }, 2) }); return n',

@@ -133,8 +133,15 @@
     refresh() {
       if (this.#cleared) return this;
       this.#changes++;
-      if (this.#armed()) core.refreshTimer(this.#timer);
-      else this.#arm();
+      if (this.#armed()) {
+        core.refreshTimer(this.#timer);
+        // Pending again, so clearTimeout finds it by id: a one-shot's own
+        // callback, which may be the caller, runs after it left the
+        // pending ones.
+        p.MapPrototypeSet(timers, this.#id, this);
+      } else {
+        this.#arm();
+      }
       return this;
     }
     close() {
