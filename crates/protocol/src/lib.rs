@@ -15,4 +15,5 @@ pub mod contract;
 pub mod frame;
 pub mod ledger;
 pub mod lock;
+pub mod out_of_band;
 pub mod protections;
