@@ -475,6 +475,9 @@ describe('long string arguments (they cross beside the JSON)', () => {
     return back`
 
   it('reach the tool exactly as the reference backend delivers them', async () => {
+    // The prelude's strings are long enough to leave the JSON.
+    const { losslessJson } = await import('../lib/lossless-json.js')
+    expect(losslessJson.OUT_OF_BAND_LENGTH).toBeLessThanOrEqual(70_000)
     const seen = { v8: [] as unknown[], reference: [] as unknown[] }
     const bindings = (into: unknown[]) => tools({ take: async (arg: unknown) => (into.push(arg), into.length) })
     const reference = await mountReference()
@@ -501,10 +504,11 @@ describe('long string arguments (they cross beside the JSON)', () => {
     expect(Object.hasOwn(proto, '__proto__') && typeof proto['__proto__']).toBe('string')
   })
 
-  it('come back unchanged through an echo, and a value that is not lossless still never reaches the tool', async () => {
+  it('come back unchanged through an echo, whatever the program put on Object.prototype, and a value that is not lossless still never reaches the tool', async () => {
     const e = echo()
     const result = await m.run(
       `${prelude}
+       for (const name of ['paths', 'strings']) Object.defineProperty(Object.prototype, name, { get: () => '[[0]]', set() {}, configurable: true })
        const arg = { a: [big, wide], b: { latin } }
        const back = await tools.echo(arg)
        let refused = ''

@@ -21,6 +21,8 @@ export interface LosslessJson {
    */
   decodeWithStrings(text: string, pathsText: string, strings: string[]): unknown
   readonly TOO_LARGE: object
+  /** Strings at least this long cross beside a call argument's JSON. */
+  readonly OUT_OF_BAND_LENGTH: number
 }
 
 function load(): LosslessJson {

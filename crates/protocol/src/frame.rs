@@ -27,6 +27,10 @@ use crate::protections::Protections;
 /// UTF-16 units, so no single text a program can make needs more.
 pub const MAX_FRAME_BYTES: u32 = 1 << 31;
 
+/// The most UTF-16 units a V8 string holds (`v8::String::kMaxLength` on
+/// 64-bit targets).
+pub const MAX_STRING_UNITS: usize = (1 << 29) - 24;
+
 /// A frame that does not decode: the peer is broken or hostile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProtocolError(pub String);
@@ -424,14 +428,19 @@ impl FromHost {
             call.paths = fields.text()?;
             call.strings.reserve_exact(strings);
             for _ in 0..strings {
-              call.strings.push(match fields.u8()? {
+              let string = match fields.u8()? {
                 LATIN1 => {
                   let len = fields.u32()? as usize;
                   RawString::Latin1(fields.take(len)?.to_vec())
                 }
                 UTF16 => RawString::Utf16(fields.utf16()?),
                 code => return Err(ProtocolError(format!("an out-of-band string of unknown encoding {code}"))),
-              });
+              };
+              // Longer than any V8 string: Node could not make it.
+              if string.units() > MAX_STRING_UNITS {
+                return Err(ProtocolError("an out-of-band string longer than a V8 string can be".to_owned()));
+              }
+              call.strings.push(string);
             }
             check_places(&call.args, &call.paths, strings).map_err(ProtocolError)?;
           }

@@ -20,6 +20,16 @@ pub enum RawString {
   Utf16(Vec<u16>),
 }
 
+impl RawString {
+  /// Its length in UTF-16 units (what V8 counts).
+  pub fn units(&self) -> usize {
+    match self {
+      RawString::Latin1(bytes) => bytes.len(),
+      RawString::Utf16(units) => units.len(),
+    }
+  }
+}
+
 /// One step of a path: an object key (its JSON string token, quotes and
 /// escapes included, compared byte for byte) or an array index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -298,6 +308,29 @@ mod tests {
     assert_eq!(check_places(&deep, &path, 1), Ok(()));
     // No strings, no paths.
     assert_eq!(check_places(r#"{"a":[]}"#, "[]", 0), Ok(()));
+  }
+
+  #[test]
+  fn any_bytes_are_an_answer_never_a_panic() {
+    // Texts of JSON's own characters, so the scanner goes deep into them.
+    let alphabet = b"[]{}\",:\\null01 9e-";
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+      state ^= state << 13;
+      state ^= state >> 7;
+      state ^= state << 17;
+      state
+    };
+    for _ in 0..50_000 {
+      let mut text = || {
+        let len = (next() % 24) as usize;
+        (0..len).map(|_| char::from(alphabet[(next() % alphabet.len() as u64) as usize])).collect::<String>()
+      };
+      let (json, paths) = (text(), text());
+      let _ = check_places(&json, &paths, 1);
+      let _ = check_places(&json, "[[0]]", 1);
+      let _ = check_places("[null,{\"a\":[null]}]", &paths, 2);
+    }
   }
 
   #[test]
