@@ -39,7 +39,7 @@ export declare class NativeRuntime {
    * (layout: `HOST_CALL_IDS` numbers per call) and answers them through
    * `reply()` (`REPLY_IDS` numbers per reply).
    */
-  constructor(config: NativeConfig, onCalls: (ids: Uint32Array, args: string[]) => void)
+  constructor(config: NativeConfig, onCalls: (ids: Uint32Array, args: Array<string | string[]>) => void)
   /**
    * Run one program. Resolves with the run's result; rejects only when the
    * runtime is disposed or the queue is full (`maxQueuedRuns` runs wait

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { mount, tools, type Mounted } from './helpers.js'
+import { mount, mountReference, tools, type Mounted } from './helpers.js'
 
 let m: Mounted
 beforeAll(async () => {
@@ -447,6 +447,94 @@ describe('calls', () => {
   })
 })
 
+describe('long string arguments (they cross beside the JSON)', () => {
+  // Each case is an expression over `big` (one-byte), `wide` (two-byte, a
+  // lone surrogate first), `latin` (one-byte, not ASCII) and `short`; the
+  // long ones are past the length at which strings leave the JSON.
+  const prelude = `const big = 'y'.repeat(70_000) + 'end'
+    const wide = '\\ud800' + 'w😀'.repeat(40_000) + '\\udc00'
+    const latin = 'é\\u00ff'.repeat(40_000)
+    const short = 'short'`
+  const cases: [string, string][] = [
+    ['the whole argument', 'big'],
+    ['an object member', '{ text: big }'],
+    ['two-byte, with lone surrogates', '{ wide, list: [wide] }'],
+    ['one-byte but not ASCII', '{ latin }'],
+    ['strings inside arrays, beside nulls', '[null, big, null, [short, [latin, null]], null]'],
+    ['several, beside short strings', '{ a: big, b: short, c: { d: wide, e: [latin, big] }, f: big }'],
+    ['the same string object twice', '(() => { const s = big + big; return { a: s, b: [s, s] } })()'],
+    ['a "__proto__" key', `(() => { const o = JSON.parse('{"__proto__":0,"x":{"__proto__":1}}'); o['__proto__'] = big; o.x['__proto__'] = wide; return o })()`],
+    ['keys that need escaping', `({ ['a"\\\\\\n\\u0000\\ud800é']: big, ['\\udfff']: [latin] })`],
+    ['a null-prototype object', 'Object.assign(Object.create(null), { x: big, y: null })'],
+    ['nested deep', 'JSON.parse("[".repeat(500) + "0" + "]".repeat(500)).concat([big])'],
+  ]
+  const program = `${prelude}
+    const args = [${cases.map(([, expression]) => expression).join(',\n')}]
+    const back = []
+    for (const arg of args) back.push(await tools.take(arg))
+    return back`
+
+  it('reach the tool exactly as the reference backend delivers them', async () => {
+    // The prelude's strings are long enough to leave the JSON.
+    const { losslessJson } = await import('../lib/lossless-json.js')
+    expect(losslessJson.OUT_OF_BAND_LENGTH).toBeLessThanOrEqual(70_000)
+    const seen = { v8: [] as unknown[], reference: [] as unknown[] }
+    const bindings = (into: unknown[]) => tools({ take: async (arg: unknown) => (into.push(arg), into.length) })
+    const reference = await mountReference()
+    try {
+      const expected = await reference.run(program, { bindings: bindings(seen.reference) })
+      const result = await m.run(program, { bindings: bindings(seen.v8) })
+      expect(expected.error).toBeUndefined()
+      expect(result).toEqual(expected)
+    } finally {
+      await reference.dispose()
+    }
+    expect(seen.v8.length).toBe(cases.length)
+    cases.forEach(([name], i) => {
+      const [v8, reference] = [seen.v8[i], seen.reference[i]]
+      // Equal values (strings compared code unit by code unit), the same
+      // own keys in the same order, plain prototypes.
+      expect([name, v8]).toEqual([name, reference])
+      if (v8 !== null && typeof v8 === 'object') {
+        expect([name, Reflect.ownKeys(v8)]).toEqual([name, Reflect.ownKeys(reference as object)])
+        expect(Object.getPrototypeOf(v8)).toBe(Array.isArray(v8) ? Array.prototype : Object.prototype)
+      }
+    })
+    const proto = seen.v8[7] as Record<string, unknown>
+    expect(Object.hasOwn(proto, '__proto__') && typeof proto['__proto__']).toBe('string')
+  })
+
+  it('come back unchanged through an echo, whatever the program put on Object.prototype, and a value that is not lossless still never reaches the tool', async () => {
+    const e = echo()
+    const result = await m.run(
+      `${prelude}
+       for (const name of ['paths', 'strings']) Object.defineProperty(Object.prototype, name, { get: () => '[[0]]', set() {}, configurable: true })
+       const arg = { a: [big, wide], b: { latin } }
+       const back = await tools.echo(arg)
+       let refused = ''
+       try { await tools.echo({ big, bad: undefined }) } catch (err) { refused = err.message }
+       return [back.a[0] === big, back.a[1] === wide, back.b.latin === latin, refused]`,
+      { bindings: tools(e.fns) },
+    )
+    expect(result).toEqual({ logs: [], value: [true, true, true, 'binding arguments must be lossless JSON'] })
+    expect(e.seen.length).toBe(1)
+  })
+
+  it('a getter that calls a tool while the argument is encoded keeps both calls whole', async () => {
+    const e = echo()
+    const result = await m.run(
+      `const big = 'g'.repeat(70_000)
+       let inner
+       const arg = { first: big, get second() { inner = tools.echo({ inner: big + 'i' }); return big + 's' }, third: big }
+       const back = await tools.echo(arg)
+       const innerBack = await inner
+       return [back.first === big, back.second === big + 's', back.third === big, innerBack.inner === big + 'i']`,
+      { bindings: tools(e.fns) },
+    )
+    expect(result).toEqual({ logs: [], value: [true, true, true, true] })
+  })
+})
+
 describe('the shared lossless-JSON code, host side', () => {
   it('decode refuses -0 and overflowing numbers however they are spelled, and keeps look-alike strings', async () => {
     const { losslessJson } = await import('../lib/lossless-json.js')
@@ -462,6 +550,32 @@ describe('the shared lossless-JSON code, host side', () => {
     for (const value of [undefined, Number.NaN, -0, Infinity, 1n, Symbol('s'), () => 1]) expect(encodeLossless(value)).toBeUndefined()
     expect(encodeLossless('é"\n')).toBe(JSON.stringify('é"\n'))
     expect(encodeLossless({ a: [1, null, true, 'x'] })).toBe('{"a":[1,null,true,"x"]}')
+  })
+
+  it('decodeWithStrings puts each string at its null, and refuses paths that lead elsewhere', async () => {
+    const { losslessJson } = await import('../lib/lossless-json.js')
+    const place = (text: string, paths: string, strings: string[]) => losslessJson.decodeWithStrings(text, paths, strings)
+    expect(place('null', '[[]]', ['s'])).toBe('s')
+    expect(place('{"a":[null,{"__proto__":null}]}', '[["a",0],["a",1,"__proto__"]]', ['x', 'y'])).toEqual({ a: ['x', JSON.parse('{"__proto__":"y"}')] })
+    const refused: [string, string, string[]][] = [
+      ['{"a":1}', '[["a"]]', ['s']],
+      ['{"a":null}', '[["b"]]', ['s']],
+      ['{"a":null}', '[["a"]]', []],
+      ['{"a":null}', '[["a"]]', ['s', 't']],
+      ['[null]', '[["0"]]', ['s']],
+      ['{"0":null}', '[[0]]', ['s']],
+      ['[null]', '[[1]]', ['s']],
+      ['{}', '[["__proto__"]]', ['s']],
+      ['{}', '[["constructor"]]', ['s']],
+      ['[null]', '[["length"]]', ['s']],
+      ['{"a":null}', '{"a":0}', ['s']],
+      ['{"a":null}', 'not json', ['s']],
+      ['{"a":null}', '[["a","b"]]', ['s']],
+      ['{"a":null}', '["a"]', ['s']],
+      ['-0', '[[]]', ['s']],
+    ]
+    for (const [text, paths, strings] of refused) expect([text, paths, place(text, paths, strings)]).toEqual([text, paths, undefined])
+    expect(Object.prototype).not.toHaveProperty('polluted')
   })
 
   it("encodes long strings exactly as JSON.stringify does, whatever they hold", async () => {

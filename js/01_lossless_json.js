@@ -9,8 +9,13 @@
 // `undefined` when the value is not lossless JSON. It never calls toJSON,
 // never consults a mutable prototype, and refuses Proxies outright.
 //
-// Takes: primordials. Provides losslessJson: { encode, decode, TOO_LARGE,
-// create(scanLongStrings) }.
+// A call's argument may leave its long strings out of the JSON: encode
+// then writes `null` in their places and collects them with the JSON array
+// of their paths, and decodeWithStrings puts them back on the other side
+// (crates/protocol/src/out_of_band.rs says why and checks the paths).
+//
+// Takes: primordials. Provides losslessJson: { encode, decode,
+// decodeWithStrings, TOO_LARGE, OUT_OF_BAND_LENGTH, create(scanLongStrings) }.
 "use strict";
 
 ((globalThis) => {
@@ -38,6 +43,7 @@
       isProxy,
     } = p;
     const SafeSet = p.Set;
+    const ObjectHasOwn = p.ObjectHasOwn;
     const RegExpPrototypeExec = p.RegExpPrototypeExec;
     // Where JSON.parse could yield -0 or an overflowed Infinity: a number
     // token "-0..." (in JSON a number starts the text or follows "[", ","
@@ -54,6 +60,12 @@
     /** Below this length JSON.stringify is as quick as the scan. */
     const LONG_STRING = scanLongStrings ? 16384 : Infinity;
 
+    /**
+     * Strings at least this long leave the JSON when the caller collects
+     * them: below it, the JSON pass costs less than a string of its own.
+     */
+    const OUT_OF_BAND_LENGTH = 65536;
+
     /** JSON text of a string: JSON.stringify, spared for a long clean one. */
     function quote(s) {
       return s.length >= LONG_STRING && RegExpPrototypeExec(ESCAPED, s) === null ? '"' + s + '"' : JSONStringify(s);
@@ -66,13 +78,24 @@
      *   stops early (returning TOO_LARGE) once the text would exceed it.
      *   UTF-8 bytes of escaped JSON are never fewer than its UTF-16 units,
      *   so a text longer than the byte budget can never fit it.
+     * @param outOfBand optional `{ paths: "", strings: null }`: strings of
+     *   OUT_OF_BAND_LENGTH units or more are written as `null` and collected
+     *   here instead, in order (`strings` becomes their array), with `paths`
+     *   the JSON array of their paths (keys as the JSON string tokens
+     *   written for them, indices as numbers); left as it is when there
+     *   are none
      * @returns the JSON text, `undefined` when not lossless, or TOO_LARGE
      */
-    function encode(value, maxUnits) {
+    function encode(value, maxUnits, outOfBand) {
       const limit = maxUnits === undefined ? Infinity : maxUnits;
       // A primitive root needs no walk.
       switch (typeof value) {
         case "string": {
+          if (outOfBand !== undefined && value.length >= OUT_OF_BAND_LENGTH) {
+            outOfBand.paths = "[[]]";
+            outOfBand.strings = [value];
+            return "null";
+          }
           const text = quote(value);
           return text.length <= limit ? text : TOO_LARGE;
         }
@@ -100,6 +123,9 @@
       let ancestors;
       let depth = 0;
       let out = "";
+      // The collected strings' paths, as JSON text without its closing "]".
+      let paths = "";
+      let strings = 0;
       if (!open(value)) return undefined;
       while (depth > 0) {
         const top = depth - 1;
@@ -118,7 +144,12 @@
         const child = values[i];
         switch (typeof child) {
           case "string":
-            out += quote(child);
+            if (outOfBand !== undefined && child.length >= OUT_OF_BAND_LENGTH) {
+              out += "null";
+              collect(child);
+            } else {
+              out += quote(child);
+            }
             break;
           case "number":
             if (!NumberIsFinite(child) || ObjectIs(child, -0)) return undefined;
@@ -143,7 +174,24 @@
         }
         if (out.length > limit) return TOO_LARGE;
       }
-      return out.length <= limit ? out : TOO_LARGE;
+      if (out.length > limit) return TOO_LARGE;
+      if (strings > 0) outOfBand.paths = paths + "]";
+      return out;
+
+      /** Collect the string whose place is the current child's. */
+      function collect(string) {
+        let path = "[";
+        for (let f = 0; f < depth; f++) {
+          const i = nexts[f] - 1;
+          const keys = keyLists[f];
+          if (f > 0) path += ",";
+          // The key token exactly as the JSON text has it.
+          path += keys === null ? "" + i : JSONStringify(keys[i]);
+        }
+        if (strings === 0) outOfBand.strings = [];
+        paths += (strings === 0 ? "[" : ",") + path + "]";
+        outOfBand.strings[strings++] = string;
+      }
 
       /**
        * Check one container and read its children once: a dense plain
@@ -225,8 +273,53 @@
       return value;
     }
 
+    /**
+     * Decode JSON text whose long strings crossed beside it (see encode's
+     * `outOfBand`), and put each in its place: a `null` at its path.
+     * @param pathsText the JSON array of the strings' paths
+     * @param strings the strings, in the order of their paths
+     * @returns the value, or `undefined` when the text is not lossless JSON
+     *   or a path does not lead to a `null` (the harness checked the paths
+     *   against the text before; this never trusts that check)
+     */
+    function decodeWithStrings(text, pathsText, strings) {
+      const value = decode(text);
+      if (value === undefined) return undefined;
+      let paths;
+      try {
+        paths = JSONParse(pathsText);
+      } catch {
+        return undefined;
+      }
+      if (!ArrayIsArray(paths) || paths.length !== strings.length) return undefined;
+      // The root's place is the holder's slot 0.
+      const holder = [value];
+      for (let s = 0; s < paths.length; s++) {
+        const path = paths[s];
+        if (!ArrayIsArray(path)) return undefined;
+        // The place is container[step].
+        let container = holder;
+        let step = 0;
+        for (let i = 0; i < path.length; i++) {
+          const next = container[step];
+          const key = path[i];
+          // Own members of JSON.parse's containers only: an index of an
+          // array, a key of an object.
+          if (next === null || typeof next !== "object") return undefined;
+          if (ArrayIsArray(next) ? typeof key !== "number" || !(key < next.length) : typeof key !== "string" || !ObjectHasOwn(next, key)) {
+            return undefined;
+          }
+          container = next;
+          step = key;
+        }
+        if (container[step] !== null) return undefined;
+        container[step] = strings[s];
+      }
+      return holder[0];
+    }
+
     const TOO_LARGE = p.ObjectFreeze({ __proto__: null, tooLarge: true });
-    return p.ObjectFreeze({ __proto__: null, encode, decode, TOO_LARGE });
+    return p.ObjectFreeze({ __proto__: null, encode, decode, decodeWithStrings, TOO_LARGE, OUT_OF_BAND_LENGTH });
   }
 
   const { primordials, provide } = globalThis.__dsh;

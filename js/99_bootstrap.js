@@ -182,8 +182,11 @@
         };
         const call = function (args) {
           let json;
+          // Long strings leave the JSON (see js/01_lossless_json.js). A
+          // fresh collector per call: a getter in `args` may call a tool.
+          const longStrings = { paths: "", strings: null };
           try {
-            json = encode(args);
+            json = encode(args, undefined, longStrings);
           } catch {
             // A throwing getter (or a revoked Proxy): not lossless JSON.
             json = undefined;
@@ -194,7 +197,9 @@
             ObjectDefineProperty(error, "stack", { __proto__: null, value: programStack(error.stack), writable: true, configurable: true, enumerable: false });
             return p.PromiseReject(error);
           }
-          const id = ops.op_dsh_call(n, f, json);
+          const id = longStrings.strings === null
+            ? ops.op_dsh_call(n, f, json)
+            : ops.op_dsh_call_with_strings(n, f, json, longStrings.paths, longStrings.strings);
           // [resolve, reject] as an array: a null-prototype literal per
           // call is measurably slower on this path.
           let settleWith;

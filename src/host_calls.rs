@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use dsh_protocol::config::spinning_helps;
 use dsh_protocol::frame::{HostCall, ReplyKind};
 use dsh_protocol::lock::lock;
+use dsh_protocol::out_of_band::RawString;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
@@ -51,8 +52,8 @@ pub const RESOLUTION_NOT_LOSSLESS: &str = dsh_protocol::contract::RESOLUTION_NOT
 
 /// The program-to-host calls of one wake-up, handed to `onCalls(ids, args)`:
 /// call `i` is `(ids[4i], ids[4i+1], ids[4i+2], ids[4i+3], args[i])` =
-/// (run id, call id, namespace index, function index, lossless JSON text of
-/// the argument). Columns, not one object per call: `Promise.all` over
+/// (run id, call id, namespace index, function index, argument; see
+/// [`HostCallArgs`]). Columns, not one object per call: `Promise.all` over
 /// thousands of calls crosses in one call with two arguments. The ids are
 /// copied into a fresh ArrayBuffer: no finalizer, no reference to release.
 pub struct HostCallIds(Vec<u32>);
@@ -65,15 +66,56 @@ impl ToNapiValue for HostCallIds {
   }
 }
 
-pub fn host_call_batch(outbox: &Weak<CallOutbox>) -> FnArgs<(HostCallIds, Vec<String>)> {
+/// The arguments of one wake-up's calls, as `onCalls` receives them:
+/// `args[i]` is call `i`'s lossless JSON text; or, when long strings of it
+/// crossed beside the JSON (`dsh_protocol::out_of_band`, their places
+/// checked when the frame was decoded), `[json, paths, ...strings]`. Each
+/// such string is made from the bytes it crossed as (one-byte or UTF-16,
+/// as the isolate held it): a copy, with no UTF-8 or JSON pass.
+pub struct HostCallArgs(Vec<HostCall>);
+
+impl ToNapiValue for HostCallArgs {
+  // Unsafe only because the trait is; napi-rs calls it on the JS thread.
+  unsafe fn to_napi_value(raw_env: sys::napi_env, args: Self) -> Result<sys::napi_value> {
+    let env = Env::from_raw(raw_env);
+    let mut out = env.create_array(index(args.0.len())?)?;
+    for (at, call) in args.0.into_iter().enumerate() {
+      if call.strings.is_empty() {
+        out.set(index(at)?, call.args)?;
+        continue;
+      }
+      let mut parts = env.create_array(index(call.strings.len() + 2)?)?;
+      parts.set(0, call.args)?;
+      parts.set(1, call.paths)?;
+      for (at, string) in call.strings.iter().enumerate() {
+        let value = match string {
+          RawString::Latin1(bytes) => env.create_string_latin1(bytes)?,
+          RawString::Utf16(units) => env.create_string_utf16(units)?,
+        };
+        parts.set(index(at + 2)?, value)?;
+      }
+      out.set(index(at)?, parts)?;
+    }
+    Ok(out.raw())
+  }
+}
+
+/// A position in a JS array (a batch is far shorter than 2^32 items; one
+/// that is not fails the wake-up instead of wrapping).
+fn index(at: usize) -> Result<u32> {
+  u32::try_from(at).map_err(|_| Error::new(Status::GenericFailure, "a batch of host calls too long for an array"))
+}
+
+/// What `onCalls` is called with: one wake-up's calls.
+pub type HostCallBatch = FnArgs<(HostCallIds, HostCallArgs)>;
+
+pub fn host_call_batch(outbox: &Weak<CallOutbox>) -> HostCallBatch {
   let calls = outbox.upgrade().map(|outbox| outbox.drain()).unwrap_or_default();
   let mut ids = Vec::with_capacity(calls.len() * HOST_CALL_IDS as usize);
-  let mut args = Vec::with_capacity(calls.len());
-  for call in calls {
+  for call in &calls {
     ids.extend([call.run_id, call.call_id, call.namespace, call.function]);
-    args.push(call.args);
   }
-  FnArgs::from((HostCallIds(ids), args))
+  FnArgs::from((HostCallIds(ids), HostCallArgs(calls)))
 }
 
 /// The host side of the bridge: a wake-up that hands the Node thread the
@@ -81,7 +123,7 @@ pub fn host_call_batch(outbox: &Weak<CallOutbox>) -> FnArgs<(HostCallIds, Vec<St
 /// Node alive through their own promises, an idle runtime does not. Its JS
 /// callback is ours (`HostCalls.receive`), never throws, and its return
 /// value is ignored.
-pub type HostWake = ThreadsafeFunction<(), Unknown<'static>, FnArgs<(HostCallIds, Vec<String>)>, Status, false, true>;
+pub type HostWake = ThreadsafeFunction<(), Unknown<'static>, HostCallBatch, Status, false, true>;
 
 /// The host's wake-up: asks Node's main thread to come and take the outbox.
 pub type WakeHost = Box<dyn Fn() + Send + Sync>;

@@ -31,7 +31,7 @@ use napi_derive::napi;
 
 use crate::config_keys::NativeConfig;
 use crate::host_calls::{
-  host_call_batch, CallOutbox, HostCallIds, HostWake, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT,
+  host_call_batch, CallOutbox, HostCallBatch, HostWake, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT,
 };
 use crate::run_result::NativeRunResult;
 use crate::supervisor::{queue_full, RunEnd, Settings, Supervisor, SupervisorStats};
@@ -156,8 +156,8 @@ impl NativeRuntime {
   pub fn new(
     env: Env,
     config: NativeConfig,
-    #[napi(ts_arg_type = "(ids: Uint32Array, args: string[]) => void")] on_calls: Function<
-      FnArgs<(HostCallIds, Vec<String>)>,
+    #[napi(ts_arg_type = "(ids: Uint32Array, args: Array<string | string[]>) => void")] on_calls: Function<
+      HostCallBatch,
       Unknown<'static>,
     >,
   ) -> Result<Self> {

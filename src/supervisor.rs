@@ -1118,7 +1118,17 @@ while read_frame()[0] != 6:
       ("stats-never-asked-for", "4100000007ffffffffffffffff0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"),
       ("ready-twice", "05000000013f000000"),
       ("calls-with-a-count-it-cannot-hold", "0500000004ffffffff"),
-      ("call-args-not-utf8", "1a0000000401000000RUN00000000000000000000000001000000ff"),
+      ("call-args-not-utf8", "1e0000000401000000RUN00000000000000000000000001000000ff00000000"),
+      // A long string whose path leads to a place that holds a value, or to
+      // no place at all (js/01_lossless_json.js writes null there).
+      (
+        "call-string-at-a-value",
+        "350000000401000000RUN000000000000000000000000070000007b2261223a317d01000000070000005b5b2261225d5d000100000078",
+      ),
+      (
+        "call-string-at-no-place",
+        "380000000401000000RUN0000000000000000000000000a0000007b2261223a6e756c6c7d01000000070000005b5b2262225d5d000100000078",
+      ),
       ("failure-of-an-unknown-kind", "0b00000005RUN026300000000"),
     ];
     for (name, hostile) in cases {

@@ -111,16 +111,17 @@ export class HostCalls {
   /**
    * The addon's wake-up with a batch of calls: call `i` is (run id
    * `ids[4i]`, call id `ids[4i+1]`, namespace `ids[4i+2]`, function
-   * `ids[4i+3]`, argument JSON `args[i]`), 4 being HOST_CALL_IDS.
-   * Dispatch each.
+   * `ids[4i+3]`, argument `args[i]`), 4 being HOST_CALL_IDS. The argument
+   * is its JSON text, or `[json, paths, ...strings]` when its long strings
+   * crossed beside the JSON (`js/01_lossless_json.js`). Dispatch each.
    */
-  readonly receive = (ids: Uint32Array, args: string[]): void => {
+  readonly receive = (ids: Uint32Array, args: Array<string | string[]>): void => {
     for (let i = 0; i < args.length; i++) {
       const at = i * HOST_CALL_IDS
       const runId = ids[at] as number
       const callId = ids[at + 1] as number
       try {
-        this.dispatch(runId, callId, ids[at + 2] as number, ids[at + 3] as number, args[i] as string)
+        this.dispatch(runId, callId, ids[at + 2] as number, ids[at + 3] as number, args[i] as string | string[])
       } catch (error) {
         // dispatch is meant to be total; should it ever throw, the call is
         // still answered and nothing escapes into the addon's callback
@@ -130,7 +131,7 @@ export class HostCalls {
     }
   }
 
-  private dispatch(runId: number, callId: number, namespace: number, fnIndex: number, argsText: string): void {
+  private dispatch(runId: number, callId: number, namespace: number, fnIndex: number, argument: string | string[]): void {
     const host = this.runs.get(runId)?.[namespace]
     // Unknown runs (already settled) are not answered at all.
     if (host === undefined) return
@@ -140,7 +141,10 @@ export class HostCalls {
       this.reply(runId, callId, false, `unknown binding ${JSONStringify(`${host.global}.${name}`)}`)
       return
     }
-    const args = losslessJson.decode(argsText)
+    const args =
+      typeof argument === 'string'
+        ? losslessJson.decode(argument)
+        : losslessJson.decodeWithStrings(argument[0] as string, argument[1] as string, argument.slice(2))
     if (args === undefined) {
       this.reply(runId, callId, false, ARGUMENTS_NOT_LOSSLESS)
       return

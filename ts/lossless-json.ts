@@ -14,7 +14,15 @@ export interface LosslessJson {
   encode(value: unknown): string | undefined | object
   /** Decode and re-check JSON text, or `undefined` when not lossless. */
   decode(text: string): unknown
+  /**
+   * Decode JSON text whose long strings crossed beside it, putting each at
+   * its path (`pathsText`, a JSON array of paths, each to a `null`), or
+   * `undefined` when not lossless or a path leads nowhere.
+   */
+  decodeWithStrings(text: string, pathsText: string, strings: string[]): unknown
   readonly TOO_LARGE: object
+  /** Strings at least this long cross beside a call argument's JSON. */
+  readonly OUT_OF_BAND_LENGTH: number
 }
 
 function load(): LosslessJson {

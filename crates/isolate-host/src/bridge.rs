@@ -32,6 +32,7 @@ use tokio::sync::Notify;
 
 use dsh_protocol::config::spinning_helps;
 use dsh_protocol::frame::{HostCall, ReplyKind};
+use dsh_protocol::out_of_band::RawString;
 
 use crate::budget;
 use crate::live_runs::LiveRuns;
@@ -133,6 +134,15 @@ impl Mailbox {
   }
 }
 
+/// A call's argument as it leaves: its lossless JSON, and the long strings
+/// that cross beside it (see `dsh_protocol::out_of_band`).
+pub struct Argument {
+  pub json: String,
+  /// A JSON array of the strings' paths; empty when there are none.
+  pub paths: String,
+  pub strings: Vec<RawString>,
+}
+
 /// Carries a batch of calls to the harness (the channel, in `main.rs`).
 pub type SendCalls = Box<dyn Fn(Vec<HostCall>) + Send + Sync>;
 
@@ -195,10 +205,11 @@ impl Bridge {
 
   /// Queue a call from the run whose mailbox is `mailbox` for the host;
   /// returns its id.
-  pub fn call(&self, mailbox: &Mailbox, run_id: u32, namespace: u32, function: u32, args: String) -> u32 {
+  pub fn call(&self, mailbox: &Mailbox, run_id: u32, namespace: u32, function: u32, argument: Argument) -> u32 {
     mailbox.unanswered.fetch_add(1, Ordering::Relaxed);
     let call_id = self.next_call.fetch_add(1, Ordering::Relaxed);
-    lock(&self.outbox).push(HostCall { run_id, call_id, namespace, function, args });
+    let Argument { json: args, paths, strings } = argument;
+    lock(&self.outbox).push(HostCall { run_id, call_id, namespace, function, args, paths, strings });
     call_id
   }
 

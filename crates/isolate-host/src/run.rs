@@ -11,7 +11,7 @@ use std::time::Instant;
 use deno_core::{v8, PollEventLoopOptions};
 
 use crate::bindings_descriptor::BindingsDescriptor;
-use crate::bridge::{Bridge, Mailbox};
+use crate::bridge::{Argument, Bridge, Mailbox};
 use crate::budget::RunBudget;
 use crate::config::RuntimeConfig;
 use crate::control::{RunControl, StopReason};
@@ -23,6 +23,7 @@ use crate::sandbox_ext::{HostSlot, RepliesFuture, ReplyBatch, SandboxHost, Settl
 use crate::transpile::{strip_types, PROGRAM_NAME};
 use dsh_protocol::contract::COMPLETION_NOT_LOSSLESS;
 use dsh_protocol::frame::ReplyKind;
+use dsh_protocol::out_of_band::RawString;
 
 /// One run, as the scheduler receives it.
 pub struct RunJob {
@@ -87,12 +88,20 @@ impl SandboxHost for RunHost {
     self.ledger.borrow().as_ref().map_or(0.0, |ledger| ledger.remaining() as f64)
   }
 
-  fn call(&self, namespace: u32, function: u32, args: String) -> Result<u32, String> {
+  fn call(
+    &self,
+    namespace: u32,
+    function: u32,
+    json: String,
+    paths: String,
+    strings: Vec<RawString>,
+  ) -> Result<u32, String> {
     let known = self.function_counts.get(namespace as usize).is_some_and(|count| function < *count);
     if !known {
       return Err("unknown binding".to_owned());
     }
-    Ok(self.bridge.call(&self.mailbox, self.run_id, namespace, function, args))
+    let argument = Argument { json, paths, strings };
+    Ok(self.bridge.call(&self.mailbox, self.run_id, namespace, function, argument))
   }
 
   fn replies(&self) -> RepliesFuture {

@@ -16,6 +16,7 @@ use std::rc::Rc;
 
 use deno_core::{op2, v8, OpState};
 use deno_error::JsErrorBox;
+use dsh_protocol::out_of_band::RawString;
 
 // What the ops call, each beside its subject. Explicit paths: build.rs
 // compiles this file too (for the snapshot), from another crate root.
@@ -129,9 +130,18 @@ pub trait SandboxHost {
   fn log(&self, text: Vec<u16>) -> bool;
   /// Bytes of the output cap still free.
   fn output_remaining(&self) -> f64;
-  /// Ask the host to call `namespace`'s `function` with these JSON args;
-  /// returns the call's id, or refuses an unknown binding.
-  fn call(&self, namespace: u32, function: u32, args: String) -> Result<u32, String>;
+  /// Ask the host to call `namespace`'s `function` with these JSON args
+  /// (and the long strings that cross beside them: `strings`, placed by
+  /// the JSON array of their `paths`); returns the call's id, or refuses
+  /// an unknown binding.
+  fn call(
+    &self,
+    namespace: u32,
+    function: u32,
+    args: String,
+    paths: String,
+    strings: Vec<RawString>,
+  ) -> Result<u32, String>;
   /// Wait for replies to this run's calls and take them all.
   fn replies(&self) -> RepliesFuture;
   /// The program settled (first report wins).
@@ -188,7 +198,39 @@ fn op_dsh_output_remaining(state: &mut OpState) -> Result<f64, JsErrorBox> {
 
 #[op2(fast)]
 fn op_dsh_call(state: &mut OpState, namespace: u32, function: u32, #[string] args: String) -> Result<u32, JsErrorBox> {
-  host(state)?.call(namespace, function, args).map_err(JsErrorBox::type_error)
+  host(state)?.call(namespace, function, args, String::new(), Vec::new()).map_err(JsErrorBox::type_error)
+}
+
+/// A call whose argument's long strings cross beside its JSON (see
+/// `dsh_protocol::out_of_band`): `paths` is the JSON array of where each
+/// of `strings` goes. Each string is copied out as V8 holds it, one byte or
+/// two per unit: no UTF-8 pass, and lone surrogates survive.
+#[op2(nofast)]
+fn op_dsh_call_with_strings(
+  state: &mut OpState,
+  scope: &mut v8::PinScope,
+  namespace: u32,
+  function: u32,
+  #[string] args: String,
+  #[string] paths: String,
+  strings: v8::Local<v8::Array>,
+) -> Result<u32, JsErrorBox> {
+  let count = strings.length();
+  let mut raw = Vec::with_capacity(count as usize);
+  for index in 0..count {
+    let string = strings
+      .get_index(scope, index)
+      .and_then(|value| v8::Local::<v8::String>::try_from(value).ok())
+      .ok_or_else(|| JsErrorBox::type_error("an out-of-band string that is not a string"))?;
+    raw.push(if string.is_onebyte() {
+      let mut bytes = vec![0u8; string.length()];
+      string.write_one_byte_v2(scope, 0, &mut bytes, v8::WriteFlags::empty());
+      RawString::Latin1(bytes)
+    } else {
+      RawString::Utf16(utf16(scope, &string))
+    });
+  }
+  host(state)?.call(namespace, function, args, paths, raw).map_err(JsErrorBox::type_error)
 }
 
 #[op2]
@@ -448,6 +490,7 @@ deno_core::extension!(
     op_dsh_log,
     op_dsh_output_remaining,
     op_dsh_call,
+    op_dsh_call_with_strings,
     op_dsh_replies,
     op_dsh_settle,
     op_dsh_exit,

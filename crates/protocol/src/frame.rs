@@ -20,11 +20,16 @@ use std::io::{self, Read};
 
 use crate::config::RuntimeConfig;
 use crate::ledger::{Completion, FailureKind};
+use crate::out_of_band::{check_places, RawString};
 use crate::protections::Protections;
 
 /// The largest frame either side accepts: a V8 string holds at most 2^29
 /// UTF-16 units, so no single text a program can make needs more.
 pub const MAX_FRAME_BYTES: u32 = 1 << 31;
+
+/// The most UTF-16 units a V8 string holds (`v8::String::kMaxLength` on
+/// 64-bit targets).
+pub const MAX_STRING_UNITS: usize = (1 << 29) - 24;
 
 /// A frame that does not decode: the peer is broken or hostile.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,8 +119,14 @@ pub struct HostCall {
   pub call_id: u32,
   pub namespace: u32,
   pub function: u32,
-  /// Lossless JSON text of the argument.
+  /// Lossless JSON text of the argument, with `null` where each of
+  /// `strings` goes.
   pub args: String,
+  /// When `strings` is not empty: a JSON array of their paths into `args`
+  /// (see `out_of_band`; checked when a frame is decoded).
+  pub paths: String,
+  /// The argument's long strings, crossing beside its JSON as their bytes.
+  pub strings: Vec<RawString>,
 }
 
 /// The figures a host reports in [`FromHost::Stats`], each written once:
@@ -299,6 +310,10 @@ const FINISHED: u8 = 5;
 const REFUSED: u8 = 6;
 const STATS: u8 = 7;
 
+// Encodings of an out-of-band string inside CALLS.
+const LATIN1: u8 = 0;
+const UTF16: u8 = 1;
+
 // Completion tags inside FINISHED.
 const NO_VALUE: u8 = 0;
 const VALUE: u8 = 1;
@@ -341,6 +356,11 @@ impl<'a> FrameWriter<'a> {
     let this = self.u32(len32(text.len()));
     this.out.extend_from_slice(text.as_bytes());
     this
+  }
+
+  fn bytes(self, bytes: &[u8]) -> Self {
+    self.out.extend_from_slice(bytes);
+    self
   }
 
   fn utf16(self, units: &[u16]) -> Self {
@@ -461,7 +481,22 @@ impl FromHost {
       FromHost::Calls(calls) => {
         let mut frame = FrameWriter::new(out, CALLS).u32(len32(calls.len()));
         for call in calls {
-          frame = frame.u32(call.run_id).u32(call.call_id).u32(call.namespace).u32(call.function).text(&call.args);
+          frame = frame
+            .u32(call.run_id)
+            .u32(call.call_id)
+            .u32(call.namespace)
+            .u32(call.function)
+            .text(&call.args)
+            .u32(len32(call.strings.len()));
+          if !call.strings.is_empty() {
+            frame = frame.text(&call.paths);
+            for string in &call.strings {
+              frame = match string {
+                RawString::Latin1(bytes) => frame.u8(LATIN1).u32(len32(bytes.len())).bytes(bytes),
+                RawString::Utf16(units) => frame.u8(UTF16).utf16(units),
+              };
+            }
+          }
         }
         frame.finish()
       }
@@ -489,16 +524,40 @@ impl FromHost {
       STARTED => FromHost::Started { run_id: fields.u32()? },
       LOG => FromHost::Log { run_id: fields.u32()?, text: fields.utf16()? },
       CALLS => {
-        let count = fields.count(20)?;
+        let count = fields.count(24)?;
         let mut calls = Vec::with_capacity(count);
         for _ in 0..count {
-          calls.push(HostCall {
+          let mut call = HostCall {
             run_id: fields.u32()?,
             call_id: fields.u32()?,
             namespace: fields.u32()?,
             function: fields.u32()?,
             args: fields.text()?,
-          });
+            paths: String::new(),
+            strings: Vec::new(),
+          };
+          let strings = fields.count(5)?;
+          if strings > 0 {
+            call.paths = fields.text()?;
+            call.strings.reserve_exact(strings);
+            for _ in 0..strings {
+              let string = match fields.u8()? {
+                LATIN1 => {
+                  let len = fields.u32()? as usize;
+                  RawString::Latin1(fields.take(len)?.to_vec())
+                }
+                UTF16 => RawString::Utf16(fields.utf16()?),
+                code => return Err(ProtocolError(format!("an out-of-band string of unknown encoding {code}"))),
+              };
+              // Longer than any V8 string: Node could not make it.
+              if string.units() > MAX_STRING_UNITS {
+                return Err(ProtocolError("an out-of-band string longer than a V8 string can be".to_owned()));
+              }
+              call.strings.push(string);
+            }
+            check_places(&call.args, &call.paths, strings).map_err(ProtocolError)?;
+          }
+          calls.push(call);
         }
         FromHost::Calls(calls)
       }
@@ -666,13 +725,26 @@ mod tests {
     round_trip_from_host(FromHost::Ready { protections: Protections::all() });
     round_trip_from_host(FromHost::Started { run_id: 9 });
     round_trip_from_host(FromHost::Log { run_id: 9, text: vec![0xdc00, 0, 0xffff] });
-    round_trip_from_host(FromHost::Calls(vec![HostCall {
-      run_id: 1,
-      call_id: 2,
-      namespace: 3,
-      function: 4,
-      args: "{\"a\":1}".into(),
-    }]));
+    round_trip_from_host(FromHost::Calls(vec![
+      HostCall {
+        run_id: 1,
+        call_id: 2,
+        namespace: 3,
+        function: 4,
+        args: "{\"a\":1}".into(),
+        paths: String::new(),
+        strings: Vec::new(),
+      },
+      HostCall {
+        run_id: 1,
+        call_id: 3,
+        namespace: 0,
+        function: 0,
+        args: "{\"a\":null,\"b\":[null]}".into(),
+        paths: "[[\"a\"],[\"b\",0]]".into(),
+        strings: vec![RawString::Latin1(vec![0xe9, b'x']), RawString::Utf16(vec![0xd800, 0x41])],
+      },
+    ]));
     round_trip_from_host(FromHost::Finished { run_id: 1, completion: Completion::NoValue });
     round_trip_from_host(FromHost::Finished { run_id: 1, completion: Completion::Value("1".into()) });
     round_trip_from_host(FromHost::Finished {
@@ -726,8 +798,19 @@ mod tests {
   #[test]
   fn hostile_frames_are_errors_never_panics() {
     let mut valid = Vec::new();
-    FromHost::Calls(vec![HostCall { run_id: 1, call_id: 2, namespace: 0, function: 0, args: "[]".into() }])
-      .encode(&mut valid);
+    FromHost::Calls(vec![
+      HostCall { run_id: 1, call_id: 2, namespace: 0, function: 0, args: "[]".into(), ..no_strings() },
+      HostCall {
+        run_id: 1,
+        call_id: 3,
+        namespace: 0,
+        function: 0,
+        args: "[null,{\"a\":null}]".into(),
+        paths: "[[0],[1,\"a\"]]".into(),
+        strings: vec![RawString::Latin1(b"abc".to_vec()), RawString::Utf16(vec![0xdc00])],
+      },
+    ])
+    .encode(&mut valid);
     FromHost::Finished {
       run_id: 1,
       completion: Completion::Failure { kind: FailureKind::Exception, message: vec![65] },
@@ -757,6 +840,47 @@ mod tests {
         let _ = ToHost::decode(&frame);
       }
     }
+  }
+
+  fn no_strings() -> HostCall {
+    HostCall {
+      run_id: 1,
+      call_id: 1,
+      namespace: 0,
+      function: 0,
+      args: String::new(),
+      paths: String::new(),
+      strings: Vec::new(),
+    }
+  }
+
+  /// A calls frame whose out-of-band strings do not match its JSON is an
+  /// error (it ends the host), whatever the mismatch.
+  #[test]
+  fn calls_whose_out_of_band_strings_do_not_match_their_json_are_refused() {
+    let decode = |args: &str, paths: &str, strings: Vec<RawString>| {
+      let mut out = Vec::new();
+      let call = HostCall { args: args.into(), paths: paths.into(), strings, ..no_strings() };
+      FromHost::Calls(vec![call]).encode(&mut out);
+      FromHost::decode(&out[4..])
+    };
+    let one = || vec![RawString::Latin1(b"long".to_vec())];
+    assert!(decode("{\"text\":null}", "[[\"text\"]]", one()).is_ok());
+    // A place that holds a value, a path to nowhere, fewer paths than
+    // strings, more, paths that are not paths.
+    assert!(decode("{\"text\":\"short\"}", "[[\"text\"]]", one()).is_err());
+    assert!(decode("{\"text\":null}", "[[\"other\"]]", one()).is_err());
+    assert!(decode("{\"text\":null}", "[]", one()).is_err());
+    assert!(decode("[null,null]", "[[0],[1]]", one()).is_err());
+    assert!(decode("{\"text\":null}", "{\"text\":0}", one()).is_err());
+    // An unknown encoding tag.
+    let mut out = Vec::new();
+    FromHost::Calls(vec![HostCall { args: "null".into(), paths: "[[]]".into(), strings: one(), ..no_strings() }])
+      .encode(&mut out);
+    let tag = out.len() - 4 - 4 - 1;
+    assert_eq!(out[tag], LATIN1);
+    out[tag] = 7;
+    assert!(FromHost::decode(&out[4..]).is_err());
   }
 
   #[test]

@@ -16,4 +16,5 @@ pub mod frame;
 pub mod inbox;
 pub mod ledger;
 pub mod lock;
+pub mod out_of_band;
 pub mod protections;
