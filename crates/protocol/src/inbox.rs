@@ -292,7 +292,15 @@ mod tests {
   }
 
   fn calls(run_id: u32) -> FromHost {
-    FromHost::Calls(vec![HostCall { run_id, call_id: 1, namespace: 0, function: 0, args: "{}".to_owned() }])
+    FromHost::Calls(vec![HostCall {
+      run_id,
+      call_id: 1,
+      namespace: 0,
+      function: 0,
+      args: "{}".to_owned(),
+      paths: String::new(),
+      strings: Vec::new(),
+    }])
   }
 
   #[test]
@@ -328,6 +336,8 @@ mod tests {
       namespace: 0,
       function: 0,
       args: "x".repeat(MAX_TAKEN_BYTES),
+      paths: String::new(),
+      strings: Vec::new(),
     }]));
     let sender = std::thread::spawn(move || {
       writer.write_all(&large).unwrap();
