@@ -520,6 +520,37 @@ describe('long string arguments (they cross beside the JSON)', () => {
     expect(e.seen.length).toBe(1)
   })
 
+  it('a program that skews its own long strings (an index setter on Array.prototype) fails its call, never its host', async () => {
+    const one = await mount({ isolateHosts: 1 })
+    try {
+      // A bystander on the same (only) host, waiting on a tool until the hostile run is done.
+      let release = (_: unknown) => {}
+      const gate = new Promise((resolve) => (release = resolve))
+      const bystander = one.run('return await tools.wait({})', { bindings: tools({ wait: () => gate }) })
+      const e = echo()
+      const hostile = await one.run(
+        `const big = 'y'.repeat(70_000)
+         // Assignments of a long string to index 0 of any array vanish: the
+         // encoder's list of long strings comes out empty beside its paths.
+         Object.defineProperty(Array.prototype, '0', {
+           set(v) { if (!(typeof v === 'string' && v.length > 60_000)) Object.defineProperty(this, '0', { value: v, writable: true, enumerable: true, configurable: true }) },
+           get() { return undefined },
+           configurable: true,
+         })
+         try { await tools.echo({ a: 1, text: big }); return 'reached the tool' } catch (err) { return err.message }`,
+        { bindings: tools(e.fns) },
+      )
+      expect(hostile).toEqual({ logs: [], value: 'binding arguments must be lossless JSON' })
+      expect(e.seen.length).toBe(0)
+      release(7)
+      expect(await bystander).toEqual({ logs: [], value: 7 })
+      expect(one.runtime.stats()).toMatchObject({ hostRestarts: 0, runsLostToHostExits: 0 })
+      expect(await one.run('return 1')).toEqual({ logs: [], value: 1 })
+    } finally {
+      await one.dispose()
+    }
+  })
+
   it('a getter that calls a tool while the argument is encoded keeps both calls whole', async () => {
     const e = echo()
     const result = await m.run(

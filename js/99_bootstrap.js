@@ -191,15 +191,26 @@
             // A throwing getter (or a revoked Proxy): not lossless JSON.
             json = undefined;
           }
-          if (json === undefined || json === TOO_LARGE) {
+          let id;
+          if (json !== undefined && json !== TOO_LARGE) {
+            if (longStrings.strings === null) {
+              id = ops.op_dsh_call(n, f, json);
+            } else {
+              // The host checks the long strings against the JSON (a
+              // program that tampered with built-ins may have skewed them).
+              try {
+                id = ops.op_dsh_call_with_strings(n, f, json, longStrings.paths, longStrings.strings);
+              } catch {
+                id = undefined;
+              }
+            }
+          }
+          if (id === undefined) {
             const error = fail(memberName, argumentsNotLossless);
             p.ErrorCaptureStackTrace(error, call);
             ObjectDefineProperty(error, "stack", { __proto__: null, value: programStack(error.stack), writable: true, configurable: true, enumerable: false });
             return p.PromiseReject(error);
           }
-          const id = longStrings.strings === null
-            ? ops.op_dsh_call(n, f, json)
-            : ops.op_dsh_call_with_strings(n, f, json, longStrings.paths, longStrings.strings);
           // [resolve, reject] as an array: a null-prototype literal per
           // call is measurably slower on this path.
           let settleWith;

@@ -213,8 +213,10 @@ impl CallOutbox {
 /// program's next call before returning to its event loop (where it would
 /// sleep and need waking). The wait is bounded, never runs JS, and backs
 /// off when it keeps missing (programs that compute between calls, or a
-/// round trip longer than the wait), so it cannot hold the harness's event
-/// loop for more than this per answered batch.
+/// round trip longer than the wait), so it holds the harness's event loop
+/// for about this per answered batch: past it, only the handling of one
+/// batch of calls it took off a channel (which takes the supervisor's
+/// lock, held by others only briefly).
 const HOST_SPIN: Duration = Duration::from_micros(30);
 
 /// The main thread's adaptive wait for the next call (see [`HOST_SPIN`]).

@@ -257,7 +257,10 @@ pub struct Supervisor {
   calls: Arc<CallOutbox>,
   thread: Mutex<Option<JoinHandle<()>>>,
   /// The hosts alive, for the main thread's [`Supervisor::take_calls`]
-  /// (apart from the state, whose lock a reader may hold a while).
+  /// (apart from the state, whose lock a reader may hold a while). Lock
+  /// order: `state` before `hosts` (`start_host`), and an inbox's lock
+  /// before `state` (a frame's handling): so `hosts` is never held while an
+  /// inbox or the state is taken (`take_calls` copies the list first).
   hosts: Mutex<Vec<Arc<Host>>>,
 }
 

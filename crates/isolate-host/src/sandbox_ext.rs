@@ -230,6 +230,12 @@ fn op_dsh_call_with_strings(
       RawString::Utf16(utf16(scope, &string))
     });
   }
+  // The paths and strings are the program's encoder's, which a program
+  // that tampered with built-ins may have skewed: a call whose strings do
+  // not fit its JSON fails here, as its own, rather than reach the harness
+  // as a frame that would end this host.
+  dsh_protocol::out_of_band::check_places(&args, &paths, raw.len())
+    .map_err(|_| JsErrorBox::type_error(dsh_protocol::contract::ARGUMENTS_NOT_LOSSLESS))?;
   host(state)?.call(namespace, function, args, paths, raw).map_err(JsErrorBox::type_error)
 }
 

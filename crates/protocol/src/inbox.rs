@@ -23,8 +23,13 @@
 //! from the socket only when that is empty, and then exactly one frame. So
 //! whoever holds the lock next finds the next frame at the head of what
 //! the owner kept, or of the stream.
+//!
+//! Lock order: a frame is handled while the inbox's lock is held, so a
+//! handler may take its side's other locks (the supervisor's state, the
+//! host's scheduler), but nothing may wait for an inbox's lock while
+//! holding one of those: only the owner blocks on it, holding nothing else.
 
-use std::io;
+use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::{Mutex, MutexGuard, TryLockError};
@@ -63,6 +68,14 @@ struct Buffered {
 impl Buffered {
   fn unhandled(&self) -> &[u8] {
     &self.bytes[self.start..self.end]
+  }
+
+  /// Keep `bytes` (read off the socket by a waiting thread, which found the
+  /// owner's bytes empty) as the head of the unhandled bytes.
+  fn keep(&mut self, bytes: &[u8]) {
+    let room = self.room();
+    room[..bytes.len()].copy_from_slice(bytes);
+    self.end += bytes.len();
   }
 
   /// Room for at least [`READ_CHUNK`] more bytes after `end`.
@@ -147,14 +160,17 @@ impl Inbox {
       }
       if let Some(len) = frame_len(reading.unhandled())? {
         if len > MAX_TAKEN_BYTES {
-          // Long: what is here, then the rest read straight into `frame`.
-          let here = reading.unhandled()[4..].to_vec();
-          let held = here.len();
-          reading.consume(held + 4);
+          // Long: what is here, then the rest read straight into `frame`,
+          // which grows with the bytes that actually arrive (a length a
+          // hostile peer claims but never sends costs nothing).
+          let held = reading.unhandled().len() - 4;
           frame.clear();
-          frame.extend_from_slice(&here);
-          frame.resize(len, 0);
-          read_exact(&self.stream, &mut frame[held..])?;
+          frame.extend_from_slice(&reading.unhandled()[4..]);
+          reading.consume(held + 4);
+          let rest = len - held;
+          if (&self.stream).take(rest as u64).read_to_end(frame)? != rest {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame"));
+          }
           return Ok(Next::Frame(InboxGuard { _reading: reading }));
         }
       }
@@ -192,29 +208,56 @@ impl Inbox {
       if reading.unhandled()[4] != tag || len > MAX_TAKEN_BYTES {
         return false;
       }
+      // Consumed before it is handled (consuming moves only the indices,
+      // so the bytes stay where they are): a frame whose handling panics
+      // is never handled twice.
       let at = reading.start + 4;
-      handle(&reading.bytes[at..at + len]);
       reading.consume(len + 4);
+      handle(&reading.bytes[at..at + len]);
       return true;
     }
-    let peeked = &mut reading.peeked;
-    peeked.resize(MAX_TAKEN_BYTES + 4, 0);
-    let Ok(got) = recv(&self.stream, peeked, libc::MSG_PEEK | libc::MSG_DONTWAIT) else { return false };
-    if got < 5 || peeked[4] != tag {
+    // The header first (one small peek per spin when nothing is there for
+    // this thread), then the whole frame.
+    let mut header = [0u8; 5];
+    match recv(&self.stream, &mut header, libc::MSG_PEEK | libc::MSG_DONTWAIT) {
+      Ok(5) if header[4] == tag => {}
+      _ => return false,
+    }
+    // A frame too long to take (an invalid length included), or not all
+    // here yet, stays for the owner.
+    let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
+    if len == 0 || len > MAX_TAKEN_BYTES {
       return false;
     }
-    // A frame that is not all here yet, or too long to take (an invalid
-    // length included), stays for the owner.
-    let len = u32::from_le_bytes([peeked[0], peeked[1], peeked[2], peeked[3]]) as usize;
-    if len == 0 || len > MAX_TAKEN_BYTES || got < len + 4 {
-      return false;
+    let mut peeked = std::mem::take(&mut reading.peeked);
+    peeked.resize(len + 4, 0);
+    let taken = match recv(&self.stream, &mut peeked, libc::MSG_PEEK | libc::MSG_DONTWAIT) {
+      Ok(got) if got == len + 4 => self.consume_peeked(reading, &mut peeked),
+      _ => false,
+    };
+    if taken {
+      handle(&peeked[4..]);
     }
-    // Consume exactly the frame just peeked: it is all in the socket, so
-    // non-blocking reads of its length return it whole.
-    if read_exact_now(&self.stream, &mut peeked[..len + 4]).is_err() {
-      return false;
+    reading.peeked = peeked;
+    taken
+  }
+
+  /// Read off the socket the frame just peeked (all of it is there, so
+  /// non-blocking reads return it whole). Should a read stop short, what it
+  /// took is kept at the head of the owner's bytes, where the stream goes
+  /// on: the stream never loses its place.
+  /// (It reads into `peeked` again: the same bytes.)
+  fn consume_peeked(&self, reading: &mut Buffered, peeked: &mut [u8]) -> bool {
+    let mut taken = 0;
+    while taken < peeked.len() {
+      match recv(&self.stream, &mut peeked[taken..], libc::MSG_DONTWAIT) {
+        Ok(read) if read > 0 => taken += read,
+        _ => {
+          reading.keep(&peeked[..taken]);
+          return false;
+        }
+      }
     }
-    handle(&peeked[4..len + 4]);
     true
   }
 
@@ -251,30 +294,6 @@ fn recv(stream: &UnixStream, buf: &mut [u8], flags: i32) -> io::Result<usize> {
       return Err(error);
     }
   }
-}
-
-/// Fill `buf`, waiting for the bytes; the stream ending first is an error.
-fn read_exact(stream: &UnixStream, buf: &mut [u8]) -> io::Result<()> {
-  let mut filled = 0;
-  while filled < buf.len() {
-    match recv(stream, &mut buf[filled..], 0)? {
-      0 => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame")),
-      read => filled += read,
-    }
-  }
-  Ok(())
-}
-
-/// Fill `buf` from bytes already in the socket, never waiting.
-fn read_exact_now(stream: &UnixStream, buf: &mut [u8]) -> io::Result<()> {
-  let mut filled = 0;
-  while filled < buf.len() {
-    match recv(stream, &mut buf[filled..], libc::MSG_DONTWAIT)? {
-      0 => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame")),
-      read => filled += read,
-    }
-  }
-  Ok(())
 }
 
 const _: () = assert!(MAX_TAKEN_BYTES as u64 <= MAX_FRAME_BYTES as u64);
@@ -377,6 +396,20 @@ mod tests {
     assert!(inbox.try_take(FromHost::CALLS_TAG, |frame| assert_eq!(FromHost::decode(frame).unwrap(), calls(2))));
     drop(writer);
     assert!(matches!(inbox.next(&mut frame).unwrap(), Next::Ended));
+  }
+
+  #[test]
+  fn a_long_frame_grows_with_what_arrives_not_with_what_its_header_claims() {
+    let (mut writer, reader) = UnixStream::pair().unwrap();
+    let inbox = Inbox::new(reader);
+    // A header claiming (nearly) 2 GiB, then ten bytes, then the end.
+    writer.write_all(&(MAX_FRAME_BYTES - 1).to_le_bytes()).unwrap();
+    writer.write_all(&[FromHost::CALLS_TAG; 10]).unwrap();
+    drop(writer);
+    let mut frame = Vec::new();
+    assert!(inbox.next(&mut frame).is_err());
+    // The buffer grew with the bytes, not with the claim.
+    assert!(frame.capacity() < 1 << 20, "{} bytes reserved", frame.capacity());
   }
 
   #[test]
