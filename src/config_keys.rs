@@ -220,10 +220,7 @@ impl Key {
   }
 }
 
-/// A number as JavaScript's `String(value)` writes it.
-pub fn js(value: f64) -> String {
-  ryu_js::Buffer::new().format(value).to_owned()
-}
+pub use dsh_protocol::failure::js;
 
 /// One key for the TS layer, which builds its schema from these
 /// (`ts/config.ts`), and for the README's table

@@ -38,6 +38,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use dsh_protocol::config::RuntimeConfig;
+use dsh_protocol::failure::{failure, Stop};
 use dsh_protocol::frame::{encode_submit, FromHost, HostStats, Reply, ToHost};
 use dsh_protocol::inbox::{Inbox, Next};
 use dsh_protocol::ledger::{Completion, FailureKind, Outcomes, Output, OutputLedger};
@@ -472,7 +473,7 @@ impl Supervisor {
       return;
     }
     state.pending.retain(|pending| *pending != run_id);
-    if let Some(delivery) = self.finish(&mut state, run_id, FinishWith::Failure(FailureKind::Abort, reason)) {
+    if let Some(delivery) = self.finish(&mut state, run_id, stopped(Stop::Abort(&reason), &self.settings.config)) {
       drop(state);
       delivery.deliver();
     }
@@ -577,7 +578,7 @@ impl Supervisor {
       let pending: Vec<u32> = state.pending.drain(..).collect();
       let mut deliveries = Vec::new();
       for run_id in pending {
-        deliveries.extend(self.finish(&mut state, run_id, disposed()));
+        deliveries.extend(self.finish(&mut state, run_id, stopped(Stop::Disposed, &self.settings.config)));
       }
       for host in state.slots.iter().filter_map(|slot| slot.host.clone()) {
         host.send(&ToHost::Shutdown);
@@ -605,7 +606,7 @@ impl Supervisor {
     let left: Vec<u32> = state.runs.keys().copied().collect();
     let mut deliveries = Vec::new();
     for run_id in left {
-      deliveries.extend(self.finish(&mut state, run_id, disposed()));
+      deliveries.extend(self.finish(&mut state, run_id, stopped(Stop::Disposed, &self.settings.config)));
     }
     state.finished = true;
     let readers = std::mem::take(&mut state.readers);
@@ -827,9 +828,9 @@ impl Supervisor {
       record.host = None;
       let (started, placements, aborted) = (record.started, record.placements, record.aborted.take());
       if disposing {
-        deliveries.extend(self.finish(&mut state, run_id, disposed()));
+        deliveries.extend(self.finish(&mut state, run_id, stopped(Stop::Disposed, &self.settings.config)));
       } else if let (false, Some(reason)) = (started, aborted) {
-        deliveries.extend(self.finish(&mut state, run_id, FinishWith::Failure(FailureKind::Abort, reason)));
+        deliveries.extend(self.finish(&mut state, run_id, stopped(Stop::Abort(&reason), &self.settings.config)));
       } else if started || placements >= MAX_PLACEMENTS {
         state.runs_lost += 1;
         deliveries.extend(self.finish(
@@ -873,8 +874,10 @@ enum FinishWith {
   Failure(FailureKind, Vec<u16>),
 }
 
-fn disposed() -> FinishWith {
-  FinishWith::Failure(FailureKind::Abort, "runtime disposed".encode_utf16().collect())
+/// A failure decided here, with its text from `dsh_protocol::failure`.
+fn stopped(stop: Stop, config: &RuntimeConfig) -> FinishWith {
+  let (kind, message) = failure(stop, config);
+  FinishWith::Failure(kind, message)
 }
 
 pub fn queue_full() -> String {
@@ -1001,13 +1004,9 @@ fn supervise(supervisor: &Weak<Supervisor>) {
       .collect();
     if !overdue.is_empty() {
       state.pending.retain(|run_id| !overdue.contains(run_id));
-      let ceiling = format!("wall-clock ceiling reached ({}ms)", supervisor.settings.config.max_wall_ms);
       for run_id in overdue {
-        deliveries.extend(supervisor.finish(
-          &mut state,
-          run_id,
-          FinishWith::Failure(FailureKind::Timeout, ceiling.encode_utf16().collect()),
-        ));
+        let ceiling = stopped(Stop::WallCeiling, &supervisor.settings.config);
+        deliveries.extend(supervisor.finish(&mut state, run_id, ceiling));
       }
     }
     if let Some(first) = state.pending.iter().filter_map(|run_id| state.runs.get(run_id)).map(|r| r.deadline).min() {
