@@ -7,8 +7,10 @@
  * (fractions, huge, negative, NaN, infinities); each is refused exactly
  * when the key's declared bounds refuse it, the harness (this process)
  * survives every one, and every runtime that starts runs a program and is
- * disposed.
+ * disposed. A refusal's message is known exactly: `refusal` words it from
+ * the key's bounds as `configKeys()` gives them (`src/config.rs` makes it).
  */
+import { readFileSync } from 'node:fs'
 import { Context } from '@deepseek-ai/cordis'
 import { describe, expect, it } from 'vitest'
 import { configKeys, type NativeConfigKey } from '../lib/native.js'
@@ -38,6 +40,34 @@ function takes(key: NativeConfigKey, value: number): boolean {
   )
 }
 
+/**
+ * The message refusing `value` for `key`, every other key at its default:
+ * the first check it fails, in the contract's order (docs/CONTRACT.md §2).
+ */
+function refusal(key: NativeConfigKey, value: number): string {
+  const prefix = `dsh-code-runtime-v8: config.${key.name}`
+  const got = `got ${String(value)}`
+  const atMost = key.atMost as number
+  if (!(Number.isFinite(value) && value > 0)) return `${prefix} must be a positive number, ${got}`
+  if (key.kind === 'whole number' && key.atLeast != null) {
+    return `${prefix} must be a safe integer of at least ${key.atLeast} and at most ${atMost}, ${got}`
+  }
+  if (key.kind === 'whole number' && !Number.isInteger(value)) return `${prefix} must be a whole number, ${got}`
+  const mappings = /`vm\.max_map_count` × 3\/4 \/ (\d+)/.exec(key.bounds)
+  if (mappings) {
+    if (value > 2 ** 32 - 1) return `${prefix} must be at most ${2 ** 32 - 1}, ${got}`
+    const count = readFileSync('/proc/sys/vm/max_map_count', 'utf8').trim()
+    return (
+      `${prefix} (${value}) is more than this machine allows (${atMost}): each run in flight holds about ` +
+      `${mappings[1]} memory mappings and vm.max_map_count is ${count}`
+    )
+  }
+  if (value < (key.atLeast ?? 0)) return `${prefix} must be at least ${key.atLeast}, ${got}`
+  const perCore = /\d+ per core$/.exec(key.bounds)?.[0]
+  const why = key.bounds.endsWith("this machine's memory") ? " (this machine's memory)" : perCore ? ` (${perCore})` : ''
+  return `${prefix} must be at most ${atMost}${why}, ${got}`
+}
+
 describe('config bounds', () => {
   it('covers every number key the addon defines', () => {
     expect(KEYS.map((key) => key.name)).toContain('computeMs')
@@ -54,10 +84,8 @@ describe('config bounds', () => {
           fiber = await ctx.plugin(V8CodeRuntime, { [name]: value } as never)
         } catch (error) {
           const message = (error as Error).message
-          expect(message, `${name}: ${value}`).toMatch(
-            new RegExp(`^dsh-code-runtime-v8: config\\.${name} (must be |\\(${value}\\) is more than this machine allows)`),
-          )
           expect(takes(key, value), `${name}: ${value} refused: ${message}`).toBe(false)
+          expect(message, `${name}: ${value}`).toBe(refusal(key, value))
           continue
         }
         expect(takes(key, value), `${name}: ${value} taken`).toBe(true)

@@ -117,7 +117,7 @@ describe('memory', () => {
       return r
     })
     expect(result.error?.kind).toBe('worker-exit')
-    expect(result.error?.message).toMatch(/heap limit.*maxOldGenerationSizeMb/)
+    expect(result.error?.message).toBe('heap limit reached: the program exceeded maxOldGenerationSizeMb (32 MiB)')
   })
 
   it.each([
@@ -128,7 +128,7 @@ describe('memory', () => {
   ])('%s ends as worker-exit naming the external-memory limit', async (_, program) => {
     const result = await m.run(program)
     expect(result.error?.kind).toBe('worker-exit')
-    expect(result.error?.message).toMatch(/external memory limit.*maxExternalMemoryMb \(64 MiB\)/)
+    expect(result.error?.message).toBe("external memory limit reached: the program's memory outside the heap exceeded maxExternalMemoryMb (64 MiB)")
     await healthy()
   })
 

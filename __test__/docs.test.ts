@@ -50,4 +50,17 @@ describe("the README's configuration table", () => {
     const schema = Object.entries((Config as unknown as { dict: Record<string, { meta: { default: unknown } }> }).dict)
     expect(schema.map(([key, entry]) => [key, entry.meta.default])).toEqual(configKeys().map((key) => [key.name, key.defaultValue]))
   })
+
+  it('is where docs/CONTRACT.md §2 sends for defaults and bounds: §2 names keys the addon defines, and no number', async () => {
+    const { configKeys } = await import('../lib/native.js')
+    const contract = readFileSync(join(root, 'docs', 'CONTRACT.md'), 'utf8')
+    const section = contract.slice(contract.indexOf('## §2 '), contract.indexOf('## §3 '))
+    const names = new Set(configKeys().map((key) => key.name))
+    const named = [...section.matchAll(/`([a-z][A-Za-z]*(?:Ms|Mb|Bytes|Runs|Isolates|Hosts|Sandbox))`/g)].map((match) => match[1])
+    expect(named.filter((name) => !names.has(name))).toEqual([])
+    expect(named).toContain('computeMs')
+    // A default or a bound restated here would go stale unchecked: the only
+    // numbers §2 holds are section references.
+    expect(section.replace(/§\d+/g, '').match(/\d+/g)).toEqual(null)
+  })
 })

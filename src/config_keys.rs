@@ -86,6 +86,10 @@ pub enum DefaultValue {
   /// The cores this process may use, as Node's `os.availableParallelism()`
   /// counts them.
   AvailableCores,
+  /// This number, or the key's bound on this machine where that is less:
+  /// the default of a key bounded by the machine, so that a config with no
+  /// keys passes on a small machine too.
+  AtMostTheBound(f64),
 }
 
 /// A key's value in a config.
@@ -116,21 +120,20 @@ trait IntoField<T> {
 }
 
 #[cfg(test)]
-impl IntoField<f64> for Option<DefaultValue> {
+impl IntoField<f64> for Option<&Key> {
   fn into_field(self) -> f64 {
-    match self {
-      Some(DefaultValue::Number(number)) => number,
-      Some(DefaultValue::AvailableCores) => f64::from(crate::available_parallelism()),
+    match self.map(Key::default_value) {
+      Some(Value::Number(number)) => number,
       _ => panic!("a number key whose default is not a number"),
     }
   }
 }
 
 #[cfg(test)]
-impl IntoField<bool> for Option<DefaultValue> {
+impl IntoField<bool> for Option<&Key> {
   fn into_field(self) -> bool {
-    match self {
-      Some(DefaultValue::Boolean(boolean)) => boolean,
+    match self.map(Key::default_value) {
+      Some(Value::Boolean(boolean)) => boolean,
       _ => panic!("a boolean key whose default is not a boolean"),
     }
   }
@@ -186,18 +189,38 @@ impl Key {
 
   /// The default as the README words it.
   pub fn default_text(&self) -> String {
-    match self.default {
-      DefaultValue::Number(number) => js(number),
-      DefaultValue::Boolean(boolean) => boolean.to_string(),
-      DefaultValue::AvailableCores => "available cores".to_owned(),
+    match (self.default, self.kind) {
+      (DefaultValue::Number(number), _) => js(number),
+      (DefaultValue::Boolean(boolean), _) => boolean.to_string(),
+      (DefaultValue::AvailableCores, _) => "available cores".to_owned(),
+      (DefaultValue::AtMostTheBound(number), Kind::Number { max, .. } | Kind::Whole { max, .. }) => {
+        let bound = match max {
+          Max::Const(bound) => js(bound),
+          Max::MachineMemoryMb => "this machine's memory".to_owned(),
+          Max::MachineMappings => "what the mappings allow".to_owned(),
+          Max::PerCore(per_core) => format!("{per_core} per core"),
+        };
+        format!("{} or {bound}, whichever is less", js(number))
+      }
+      (DefaultValue::AtMostTheBound(number), Kind::Boolean) => js(number),
+    }
+  }
+
+  /// The default on this machine.
+  pub fn default_value(&self) -> Value {
+    match (self.default, self.kind) {
+      (DefaultValue::Number(number), _) => Value::Number(number),
+      (DefaultValue::Boolean(boolean), _) => Value::Boolean(boolean),
+      (DefaultValue::AvailableCores, _) => Value::Number(f64::from(crate::available_parallelism())),
+      (DefaultValue::AtMostTheBound(number), Kind::Number { max, .. } | Kind::Whole { max, .. }) => {
+        Value::Number(number.min(crate::config::machine_bound(max)))
+      }
+      (DefaultValue::AtMostTheBound(number), Kind::Boolean) => Value::Number(number),
     }
   }
 }
 
-/// A number as JavaScript's `String(value)` writes it.
-pub fn js(value: f64) -> String {
-  ryu_js::Buffer::new().format(value).to_owned()
-}
+pub use dsh_protocol::failure::js;
 
 /// One key for the TS layer, which builds its schema from these
 /// (`ts/config.ts`), and for the README's table
@@ -239,10 +262,9 @@ pub fn config_keys() -> Vec<NativeConfigKey> {
         Kind::Boolean => "boolean",
       }
       .to_owned(),
-      default_value: match key.default {
-        DefaultValue::Number(number) => Either::A(number),
-        DefaultValue::Boolean(boolean) => Either::B(boolean),
-        DefaultValue::AvailableCores => Either::A(f64::from(crate::available_parallelism())),
+      default_value: match key.default_value() {
+        Value::Number(number) => Either::A(number),
+        Value::Boolean(boolean) => Either::B(boolean),
       },
       default_text: key.default_text(),
       bounds: key.bounds(),
@@ -304,7 +326,7 @@ macro_rules! config_keys {
       pub fn defaults() -> NativeConfig {
         let mut keys = KEYS.iter();
         NativeConfig {
-          $($field: keys.next().map(|key| key.default).into_field(),)*
+          $($field: keys.next().into_field(),)*
         }
       }
     }
@@ -353,7 +375,7 @@ config_keys! {
     name: "maxOldGenerationSizeMb",
     description: "heap cap of a program isolate (MiB)",
     kind: Kind::Number { min: Min::Positive, max: Max::MachineMemoryMb },
-    default: DefaultValue::Number(512.0),
+    default: DefaultValue::AtMostTheBound(512.0),
     doc: [
       "Heap cap of a program's isolate, in MiB. Reached: `worker-exit`",
       "naming the limit.",
@@ -363,7 +385,7 @@ config_keys! {
     name: "maxExternalMemoryMb",
     description: "memory cap outside the heap, every route (MiB)",
     kind: Kind::Number { min: Min::Positive, max: Max::MachineMemoryMb },
-    default: DefaultValue::Number(512.0),
+    default: DefaultValue::AtMostTheBound(512.0),
     doc: [
       "Cap on the memory a program holds outside the heap, by every route",
       "(buffers, resizable and growable buffers, `Intl` objects, ICU,",
@@ -375,7 +397,7 @@ config_keys! {
     name: "maxConcurrentRuns",
     description: "runs in flight at once, waiting ones included",
     kind: Kind::Whole { min: Min::Positive, max: Max::MachineMappings },
-    default: DefaultValue::Number(2048.0),
+    default: DefaultValue::AtMostTheBound(2048.0),
     doc: [
       "Runs in flight at once, each with a thread and an isolate of its",
       "own; waiting runs count (a run waiting on a tool costs memory, not",
@@ -435,7 +457,7 @@ config_keys! {
     name: "hostMaxRssMb",
     description: "resident memory past which an isolate host is replaced once its runs end (MiB)",
     kind: Kind::Number { min: Min::Positive, max: Max::MachineMemoryMb },
-    default: DefaultValue::Number(2048.0),
+    default: DefaultValue::AtMostTheBound(2048.0),
     doc: [
       "Resident memory, in MiB (read by the harness from `/proc`), past",
       "which a host that has run a program takes no more runs and is",
@@ -495,22 +517,39 @@ mod tests {
     assert!(keys.iter().all(|key| !key.doc.is_empty() && !key.doc.contains('\n') && !key.description.is_empty()));
   }
 
-  /// Every default passes its own key's bounds on any machine.
+  /// Every default passes its own key's bounds on any machine: a default
+  /// that is a plain number has constant bounds, and every default passes
+  /// them on this one.
   #[test]
-  fn defaults_are_within_the_constant_bounds() {
+  fn defaults_are_within_the_bounds() {
     for key in KEYS {
-      let (DefaultValue::Number(default), Kind::Number { min, max } | Kind::Whole { min, max }) =
-        (key.default, key.kind)
-      else {
+      let (Kind::Number { min, max } | Kind::Whole { min, max }) = key.kind else {
+        assert!(matches!(key.default, DefaultValue::Boolean(_)), "{}", key.name);
         continue;
       };
+      match (key.default, max) {
+        (DefaultValue::Number(_), Max::Const(_)) | (DefaultValue::AtMostTheBound(_), _) => {}
+        (DefaultValue::AvailableCores, Max::PerCore(per_core)) => assert!(per_core >= 1, "{}", key.name),
+        _ => panic!("{}: a default this machine's bound may not allow", key.name),
+      }
+      let Value::Number(default) = key.default_value() else { panic!("{}", key.name) };
       assert!(default > 0.0, "{}", key.name);
       if let Min::AtLeast(min) = min {
         assert!(default >= min, "{}", key.name);
       }
-      if let Max::Const(max) = max {
-        assert!(default <= max, "{}", key.name);
+      assert!(default <= crate::config::machine_bound(max), "{}", key.name);
+      if let Kind::Whole { .. } = key.kind {
+        assert_eq!(default.fract(), 0.0, "{}", key.name);
       }
     }
+  }
+
+  /// A default bounded by the machine says so in words that hold on every
+  /// machine.
+  #[test]
+  fn a_default_bounded_by_the_machine_says_so() {
+    let text = |name: &str| KEYS.iter().find(|key| key.name == name).unwrap().default_text();
+    assert_eq!(text("hostMaxRssMb"), "2048 or this machine's memory, whichever is less");
+    assert_eq!(text("maxConcurrentRuns"), "2048 or what the mappings allow, whichever is less");
   }
 }

@@ -22,9 +22,8 @@ use std::sync::Arc;
 
 use dsh_protocol::bindings_descriptor::BindingsDescriptor;
 use dsh_protocol::config::HostFacts;
-use dsh_protocol::frame::{Reply, ReplyKind, StatNumber};
+use dsh_protocol::frame::{HostStats, Reply, ReplyKind, StatNumber};
 use dsh_protocol::ledger::{FailureKind, Outcomes, OutputLedger};
-use dsh_protocol::protections::Protection;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
@@ -34,7 +33,7 @@ use crate::host_calls::{
   host_call_batch, CallOutbox, HostCallBatch, HostWake, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT,
 };
 use crate::run_result::NativeRunResult;
-use crate::supervisor::{queue_full, RunEnd, Settings, Supervisor, SupervisorStats};
+use crate::supervisor::{queue_full, RunEnd, Settings, Supervisor};
 
 /// The napi twin of `Outcomes`, made from the one list of kinds.
 macro_rules! native_outcomes {
@@ -42,6 +41,7 @@ macro_rules! native_outcomes {
     /// Finished runs by outcome: `ok` for a completion, else the seam's
     /// failure kind.
     #[napi(object, object_from_js = false)]
+    #[derive(Default)]
     pub struct NativeOutcomes {
       pub ok: f64,
       $(pub $field: f64),*
@@ -68,6 +68,7 @@ macro_rules! native_stats {
     /// A snapshot of the runtime for operators. The run counts are taken
     /// together: `inFlight === starting + computing + waiting`.
     #[napi(object, object_from_js = false)]
+    #[derive(Default)]
     pub struct NativeStats {
       $($(#[doc = $gauge_doc])* pub $gauge: f64,)*
       /// Finished runs by outcome, since the runtime started.
@@ -97,23 +98,14 @@ macro_rules! native_stats {
       pub host_recycles: f64,
     }
 
-    impl From<SupervisorStats> for NativeStats {
-      fn from(stats: SupervisorStats) -> Self {
+    impl NativeStats {
+      /// The hosts' figures, with the harness's own at zero for the
+      /// supervisor to fill in (`Supervisor::stats`).
+      fn of_hosts(host: HostStats) -> NativeStats {
         NativeStats {
-          $($gauge: StatNumber::to_f64(stats.host.$gauge),)*
-          $($total: StatNumber::to_f64(stats.host.$total),)*
-          outcomes: stats.outcomes.into(),
-          refused: stats.refused as f64,
-          hosts: stats.hosts_alive,
-          host_restarts: stats.host_restarts as f64,
-          runs_lost_to_host_exits: stats.runs_lost as f64,
-          last_host_exit: stats.last_host_end,
-          host_pids: stats.host_pids,
-          sandbox: Protection::ALL
-            .iter()
-            .map(|protection| (protection.name().to_owned(), stats.sandbox.contains(*protection)))
-            .collect(),
-          host_recycles: stats.hosts_recycled as f64,
+          $($gauge: StatNumber::to_f64(host.$gauge),)*
+          $($total: StatNumber::to_f64(host.$total),)*
+          ..NativeStats::default()
         }
       }
     }
@@ -288,7 +280,7 @@ impl NativeRuntime {
   /// What the runtime is doing now, and what it has done (NativeStats).
   #[napi]
   pub fn stats(&self) -> NativeStats {
-    self.core.supervisor.stats().into()
+    self.core.supervisor.stats()
   }
 
   /// Dispose: live runs resolve `abort: runtime disposed`, every isolate

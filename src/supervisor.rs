@@ -38,14 +38,16 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use dsh_protocol::config::RuntimeConfig;
+use dsh_protocol::failure::{failure, Stop};
 use dsh_protocol::frame::{encode_submit, FromHost, HostStats, Reply, ToHost};
 use dsh_protocol::inbox::{Inbox, Next};
 use dsh_protocol::ledger::{Completion, FailureKind, Outcomes, Output, OutputLedger};
 use dsh_protocol::lock::lock;
-use dsh_protocol::protections::Protections;
+use dsh_protocol::protections::{Protection, Protections};
 
 use crate::host_calls::CallOutbox;
 use crate::host_process::{spawn, HostEnd, HostLink, Spawned, StderrTail};
+use crate::NativeStats;
 
 /// How many hosts a run may be placed on before it started on any: a run
 /// whose host keeps dying before it starts (while it is being prepared)
@@ -264,26 +266,6 @@ pub struct Supervisor {
   hosts: Mutex<Vec<Arc<Host>>>,
 }
 
-/// The harness's view of the hosts and runs, for `stats()`.
-pub struct SupervisorStats {
-  /// The live hosts' figures added up, with the totals of the hosts that
-  /// ended, and the runs waiting in the harness's queue (for admission or
-  /// a host) in `queued`.
-  pub host: HostStats,
-  pub outcomes: Outcomes,
-  pub refused: u64,
-  pub hosts_alive: u32,
-  pub host_restarts: u64,
-  pub runs_lost: u64,
-  pub last_host_end: Option<String>,
-  /// Process ids of the hosts alive.
-  pub host_pids: Vec<u32>,
-  /// The protections every host alive has in effect.
-  pub sandbox: Protections,
-  /// Hosts replaced for holding more memory than `recycle_above_bytes`.
-  pub hosts_recycled: u64,
-}
-
 impl Supervisor {
   /// Start the supervisor and its hosts; returns once every host is ready,
   /// or with why one could not be.
@@ -472,7 +454,7 @@ impl Supervisor {
       return;
     }
     state.pending.retain(|pending| *pending != run_id);
-    if let Some(delivery) = self.finish(&mut state, run_id, FinishWith::Failure(FailureKind::Abort, reason)) {
+    if let Some(delivery) = self.finish(&mut state, run_id, stopped(Stop::Abort(&reason), &self.settings.config)) {
       drop(state);
       delivery.deliver();
     }
@@ -509,7 +491,7 @@ impl Supervisor {
   /// The hosts' and the harness's counts, as fresh as the hosts can answer
   /// within [`STATS_WAIT`] (a host that does not answer contributes what it
   /// said last).
-  pub fn stats(&self) -> SupervisorStats {
+  pub fn stats(&self) -> NativeStats {
     let mut state = lock(&self.state);
     state.stats_asked += 1;
     let seq = state.stats_asked;
@@ -551,19 +533,25 @@ impl Supervisor {
     if alive == 0 {
       sandbox = state.protections.unwrap_or_default();
     }
+    // The live hosts' figures added up, with the totals of the hosts that
+    // ended, and the runs waiting in the harness's queue (for admission or
+    // a host) in `queued`.
     host.add(&state.ended_hosts);
     host.queued = host.queued.saturating_add(u32::try_from(state.pending.len()).unwrap_or(u32::MAX));
-    SupervisorStats {
-      host,
-      outcomes: state.outcomes,
-      refused: state.refused,
-      hosts_alive: alive,
-      host_restarts: state.host_starts.saturating_sub(state.slots.len() as u64),
-      runs_lost: state.runs_lost,
-      last_host_end: state.last_host_end.clone(),
+    NativeStats {
+      outcomes: state.outcomes.into(),
+      refused: state.refused as f64,
+      hosts: alive,
+      host_restarts: state.host_starts.saturating_sub(state.slots.len() as u64) as f64,
+      runs_lost_to_host_exits: state.runs_lost as f64,
+      last_host_exit: state.last_host_end.clone(),
       host_pids: pids,
-      sandbox,
-      hosts_recycled: state.hosts_recycled,
+      sandbox: Protection::ALL
+        .iter()
+        .map(|protection| (protection.name().to_owned(), sandbox.contains(*protection)))
+        .collect(),
+      host_recycles: state.hosts_recycled as f64,
+      ..NativeStats::of_hosts(host)
     }
   }
 
@@ -577,7 +565,7 @@ impl Supervisor {
       let pending: Vec<u32> = state.pending.drain(..).collect();
       let mut deliveries = Vec::new();
       for run_id in pending {
-        deliveries.extend(self.finish(&mut state, run_id, disposed()));
+        deliveries.extend(self.finish(&mut state, run_id, stopped(Stop::Disposed, &self.settings.config)));
       }
       for host in state.slots.iter().filter_map(|slot| slot.host.clone()) {
         host.send(&ToHost::Shutdown);
@@ -605,7 +593,7 @@ impl Supervisor {
     let left: Vec<u32> = state.runs.keys().copied().collect();
     let mut deliveries = Vec::new();
     for run_id in left {
-      deliveries.extend(self.finish(&mut state, run_id, disposed()));
+      deliveries.extend(self.finish(&mut state, run_id, stopped(Stop::Disposed, &self.settings.config)));
     }
     state.finished = true;
     let readers = std::mem::take(&mut state.readers);
@@ -827,9 +815,9 @@ impl Supervisor {
       record.host = None;
       let (started, placements, aborted) = (record.started, record.placements, record.aborted.take());
       if disposing {
-        deliveries.extend(self.finish(&mut state, run_id, disposed()));
+        deliveries.extend(self.finish(&mut state, run_id, stopped(Stop::Disposed, &self.settings.config)));
       } else if let (false, Some(reason)) = (started, aborted) {
-        deliveries.extend(self.finish(&mut state, run_id, FinishWith::Failure(FailureKind::Abort, reason)));
+        deliveries.extend(self.finish(&mut state, run_id, stopped(Stop::Abort(&reason), &self.settings.config)));
       } else if started || placements >= MAX_PLACEMENTS {
         state.runs_lost += 1;
         deliveries.extend(self.finish(
@@ -873,8 +861,10 @@ enum FinishWith {
   Failure(FailureKind, Vec<u16>),
 }
 
-fn disposed() -> FinishWith {
-  FinishWith::Failure(FailureKind::Abort, "runtime disposed".encode_utf16().collect())
+/// A failure decided here, with its text from `dsh_protocol::failure`.
+fn stopped(stop: Stop, config: &RuntimeConfig) -> FinishWith {
+  let (kind, message) = failure(stop, config);
+  FinishWith::Failure(kind, message)
 }
 
 pub fn queue_full() -> String {
@@ -1001,13 +991,9 @@ fn supervise(supervisor: &Weak<Supervisor>) {
       .collect();
     if !overdue.is_empty() {
       state.pending.retain(|run_id| !overdue.contains(run_id));
-      let ceiling = format!("wall-clock ceiling reached ({}ms)", supervisor.settings.config.max_wall_ms);
       for run_id in overdue {
-        deliveries.extend(supervisor.finish(
-          &mut state,
-          run_id,
-          FinishWith::Failure(FailureKind::Timeout, ceiling.encode_utf16().collect()),
-        ));
+        let ceiling = stopped(Stop::WallCeiling, &supervisor.settings.config);
+        deliveries.extend(supervisor.finish(&mut state, run_id, ceiling));
       }
     }
     if let Some(first) = state.pending.iter().filter_map(|run_id| state.runs.get(run_id)).map(|r| r.deadline).min() {
@@ -1028,7 +1014,6 @@ fn supervise(supervisor: &Weak<Supervisor>) {
 #[cfg(test)]
 mod tests {
   use super::*;
-  use dsh_protocol::protections::Protection;
   use std::os::unix::fs::PermissionsExt;
   use std::sync::mpsc;
 
@@ -1103,7 +1088,7 @@ while read_frame()[0] != 6:
     });
     supervisor.submit(1, "return 1".into(), r#"{"namespaces":[]}"#.into(), deliver).unwrap();
     let completion = receive.recv_timeout(Duration::from_secs(60)).expect("the run settles").expect("not refused");
-    assert_eq!(supervisor.stats().runs_lost, 1, "{name}");
+    assert_eq!(supervisor.stats().runs_lost_to_host_exits, 1.0, "{name}");
     supervisor.shutdown();
     completion
   }
@@ -1171,7 +1156,15 @@ while read_frame()[0] != 6:
     );
     // Without the requirement, the same host runs, and stats say what is off.
     let supervisor = Supervisor::start(settings(false), Arc::default()).unwrap();
-    assert_eq!(supervisor.stats().sandbox, partial);
+    let sandbox = [
+      ("seccomp", false),
+      ("noNewPrivs", true),
+      ("landlock", false),
+      ("namespaces", false),
+      ("noDumps", false),
+      ("oomFirst", true),
+    ];
+    assert_eq!(supervisor.stats().sandbox, sandbox.map(|(name, on)| (name.to_owned(), on)).into());
     supervisor.shutdown();
   }
 

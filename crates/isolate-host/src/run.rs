@@ -22,6 +22,7 @@ use crate::ledger::{FailureKind, Output, OutputLedger};
 use crate::sandbox_ext::{HostSlot, RepliesFuture, ReplyBatch, SandboxHost, Settlement};
 use crate::transpile::{strip_types, PROGRAM_NAME};
 use dsh_protocol::contract::COMPLETION_NOT_LOSSLESS;
+use dsh_protocol::failure::{failure, Stop};
 use dsh_protocol::frame::ReplyKind;
 use dsh_protocol::out_of_band::RawString;
 
@@ -172,36 +173,19 @@ impl SandboxHost for RunHost {
   }
 }
 
-/// The failure a stop reason reports.
+/// The failure a stop reason reports (its text: `dsh_protocol::failure`).
 fn stop_failure(reason: &StopReason, config: &RuntimeConfig) -> (FailureKind, Vec<u16>) {
-  match reason {
-    StopReason::Abort(message) => (FailureKind::Abort, message.clone()),
-    StopReason::Disposed => (FailureKind::Abort, utf16("runtime disposed")),
-    StopReason::ComputeBudget => {
-      (FailureKind::Timeout, utf16(&format!("compute budget exhausted ({}ms busy)", config.compute_ms)))
-    }
-    StopReason::WallCeiling => {
-      (FailureKind::Timeout, utf16(&format!("wall-clock ceiling reached ({}ms)", config.max_wall_ms)))
-    }
-    StopReason::HeapLimit => (
-      FailureKind::WorkerExit,
-      utf16(&format!(
-        "heap limit reached: the program exceeded maxOldGenerationSizeMb ({} MiB)",
-        config.max_old_generation_size_mb
-      )),
-    ),
-    StopReason::ExternalMemory => (
-      FailureKind::WorkerExit,
-      utf16(&format!(
-        "external memory limit reached: the program's memory outside the heap exceeded maxExternalMemoryMb ({} MiB)",
-        config.max_external_memory_mb
-      )),
-    ),
-    StopReason::Exit(code) => {
-      (FailureKind::WorkerExit, utf16(&format!("worker exited with code {code} before completing")))
-    }
-    StopReason::OutputLimit => (FailureKind::OutputLimit, Vec::new()),
-  }
+  let stop = match reason {
+    StopReason::Abort(message) => Stop::Abort(message),
+    StopReason::Disposed => Stop::Disposed,
+    StopReason::ComputeBudget => Stop::ComputeBudget,
+    StopReason::WallCeiling => Stop::WallCeiling,
+    StopReason::HeapLimit => Stop::HeapLimit,
+    StopReason::ExternalMemory => Stop::ExternalMemory,
+    StopReason::Exit(code) => Stop::Exit(*code),
+    StopReason::OutputLimit => Stop::OutputLimit,
+  };
+  failure(stop, config)
 }
 
 /// Finish a run that was stopped, through the ledger.

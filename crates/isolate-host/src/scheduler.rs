@@ -46,12 +46,13 @@ use crate::budget::{self, Phase, PhaseObserver, RunBudget};
 use crate::config::RuntimeConfig;
 use crate::control::RunControl;
 use crate::isolate::PreparedIsolate;
-use crate::ledger::{FailureKind, Output, OutputLedger};
+use crate::ledger::{Output, OutputLedger};
 use crate::live_runs::{LiveRuns, RunRegistration};
 use crate::lock::lock;
 use crate::memory_return::{release_v8_page_pool, return_freed_memory, IdleReturn, MemoryReturn};
 use crate::run::{execute, finish_stopped, RunContext, RunEvents, RunJob};
 use crate::watchdog::Watchdog;
+use dsh_protocol::failure::{failure, Stop};
 use dsh_protocol::frame::HostStats;
 
 /// How long a run may compute without a pause (a wait on the host or a
@@ -716,7 +717,8 @@ fn run_thread(shared: &Shared, id: usize) {
 /// The output of a run whose substrate (thread runtime or isolate) could
 /// not be made: `worker-exit` with `message`, through the ledger.
 fn substrate_failure(config: &RuntimeConfig, message: &str) -> Output {
-  OutputLedger::new(config.max_output_bytes).finish_failure(FailureKind::WorkerExit, message.encode_utf16().collect())
+  let (kind, message) = failure(Stop::Substrate(message), config);
+  OutputLedger::new(config.max_output_bytes).finish_failure(kind, message)
 }
 
 #[cfg(test)]

@@ -97,7 +97,8 @@ impl RuntimeConfig {
   /// A small runtime for the crates' unit tests and measurements, which
   /// change the fields they are about (`RuntimeConfig { prepared_isolates:
   /// 0, ..RuntimeConfig::small() }`). Not the plugin's defaults: those are
-  /// the schema's (`ts/config.ts`).
+  /// the addon's table of keys (`src/config_keys.rs`), which the schema
+  /// reads.
   pub fn small() -> RuntimeConfig {
     RuntimeConfig {
       compute_ms: 60_000.0,

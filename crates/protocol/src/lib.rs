@@ -1,8 +1,8 @@
 //! What the harness (the napi addon) and an isolate host (the process that
 //! runs programs) share: the channel's messages and framing (`frame`), the
-//! runtime's configuration (`config`), a run's bindings (`bindings_descriptor`)
-//! and the exact output ledger (`ledger`), which the host keeps while a
-//! run executes and the harness replays from the streamed log entries, so
+//! runtime's configuration (`config`), a run's bindings (`bindings_descriptor`),
+//! the failures the runtime decides (`failure`) and the exact output ledger
+//! (`ledger`), which the host keeps while a run executes and the harness replays from the streamed log entries, so
 //! that a run whose host dies still settles through the same ledger.
 //! Pure Rust: no V8, no napi.
 
@@ -12,6 +12,7 @@
 pub mod bindings_descriptor;
 pub mod config;
 pub mod contract;
+pub mod failure;
 pub mod frame;
 pub mod inbox;
 pub mod ledger;

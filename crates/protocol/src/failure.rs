@@ -1,0 +1,116 @@
+//! The failures the runtime decides, rather than the program: each stop's
+//! kind and exact message (docs/CONTRACT.md §8), made here once whichever
+//! side stops the run: an isolate host for a run it holds, the harness for
+//! a run still queued or whose host is gone. Both then settle the output
+//! through the same ledger (`OutputLedger::finish_failure`).
+
+use crate::config::RuntimeConfig;
+use crate::ledger::FailureKind;
+
+/// Why the runtime stopped a run before its program completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop<'a> {
+  /// The request's signal fired; the text is `String(signal.reason)`.
+  Abort(&'a [u16]),
+  /// The runtime was disposed while the run was queued or live.
+  Disposed,
+  /// The program burned its CPU budget (`computeMs`).
+  ComputeBudget,
+  /// The wall-clock ceiling (`maxWallMs`) was reached.
+  WallCeiling,
+  /// The isolate reached its heap cap (`maxOldGenerationSizeMb`).
+  HeapLimit,
+  /// Memory outside the heap reached its cap (`maxExternalMemoryMb`).
+  ExternalMemory,
+  /// The program called `process.exit(code)`.
+  Exit(i32),
+  /// A log entry crossed the output cap: the ledger writes the message.
+  OutputLimit,
+  /// The run's substrate (its thread, its isolate) could not be made; the
+  /// text says what failed.
+  Substrate(&'a str),
+}
+
+/// A stopped run's failure kind and message (UTF-16, as the ledger takes
+/// it; empty for `output-limit`, whose message the ledger writes).
+pub fn failure(stop: Stop, config: &RuntimeConfig) -> (FailureKind, Vec<u16>) {
+  let (kind, message) = match stop {
+    Stop::Abort(reason) => return (FailureKind::Abort, reason.to_vec()),
+    Stop::Disposed => (FailureKind::Abort, "runtime disposed".to_owned()),
+    Stop::ComputeBudget => {
+      (FailureKind::Timeout, format!("compute budget exhausted ({}ms busy)", js(config.compute_ms)))
+    }
+    Stop::WallCeiling => (FailureKind::Timeout, format!("wall-clock ceiling reached ({}ms)", js(config.max_wall_ms))),
+    Stop::HeapLimit => (
+      FailureKind::WorkerExit,
+      format!(
+        "heap limit reached: the program exceeded maxOldGenerationSizeMb ({} MiB)",
+        js(config.max_old_generation_size_mb)
+      ),
+    ),
+    Stop::ExternalMemory => (
+      FailureKind::WorkerExit,
+      format!(
+        "external memory limit reached: the program's memory outside the heap exceeded maxExternalMemoryMb ({} MiB)",
+        js(config.max_external_memory_mb)
+      ),
+    ),
+    Stop::Exit(code) => (FailureKind::WorkerExit, format!("worker exited with code {code} before completing")),
+    Stop::OutputLimit => (FailureKind::OutputLimit, String::new()),
+    Stop::Substrate(what) => (FailureKind::WorkerExit, what.to_owned()),
+  };
+  (kind, message.encode_utf16().collect())
+}
+
+/// A number as JavaScript's `String(value)` writes it (a config's values
+/// are the user's JS numbers, and messages name them as the user wrote
+/// them: `1e-7`, not Rust's `0.0000001`).
+pub fn js(value: f64) -> String {
+  ryu_js::Buffer::new().format(value).to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn message(stop: Stop, config: &RuntimeConfig) -> (FailureKind, String) {
+    let (kind, message) = failure(stop, config);
+    (kind, String::from_utf16_lossy(&message))
+  }
+
+  /// The messages docs/CONTRACT.md §8 gives, byte for byte, with each
+  /// number as JavaScript writes it.
+  #[test]
+  fn each_stop_has_its_kind_and_message() {
+    let config = RuntimeConfig {
+      compute_ms: 1.5,
+      max_wall_ms: 600_000.0,
+      max_old_generation_size_mb: 64.0,
+      max_external_memory_mb: 1e-7,
+      ..RuntimeConfig::small()
+    };
+    let abort: Vec<u16> = "stop".encode_utf16().collect();
+    let cases = [
+      (Stop::Abort(&abort), FailureKind::Abort, "stop"),
+      (Stop::Disposed, FailureKind::Abort, "runtime disposed"),
+      (Stop::ComputeBudget, FailureKind::Timeout, "compute budget exhausted (1.5ms busy)"),
+      (Stop::WallCeiling, FailureKind::Timeout, "wall-clock ceiling reached (600000ms)"),
+      (
+        Stop::HeapLimit,
+        FailureKind::WorkerExit,
+        "heap limit reached: the program exceeded maxOldGenerationSizeMb (64 MiB)",
+      ),
+      (
+        Stop::ExternalMemory,
+        FailureKind::WorkerExit,
+        "external memory limit reached: the program's memory outside the heap exceeded maxExternalMemoryMb (1e-7 MiB)",
+      ),
+      (Stop::Exit(3), FailureKind::WorkerExit, "worker exited with code 3 before completing"),
+      (Stop::OutputLimit, FailureKind::OutputLimit, ""),
+      (Stop::Substrate("no thread"), FailureKind::WorkerExit, "no thread"),
+    ];
+    for (stop, kind, text) in cases {
+      assert_eq!(message(stop, &config), (kind, text.to_owned()));
+    }
+  }
+}
