@@ -25,10 +25,17 @@
 //! V8 does not count ICU memory towards its own GC heuristics. A program
 //! still over the cap is stopped (`worker-exit`), so it cannot catch the
 //! `RangeError` and probe on.
+//!
+//! A host call's argument is copied out of the heap into the host's memory
+//! until the frame that carries it to the harness is written
+//! (`sandbox_ext.rs`'s call ops, `bridge.rs`): one heap string passed N
+//! times is N copies, so each call's copies are a [`Held`] reservation
+//! against the account of the run that made it ([`ExternalMemory::current`]).
 
+use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use deno_core::v8;
 
@@ -50,11 +57,34 @@ pub struct ExternalMemory {
   check_pending: AtomicBool,
   isolate: OnceLock<v8::IsolateHandle>,
   run: Mutex<Option<Arc<RunControl>>>,
+  /// This account, for [`ExternalMemory::current`] to hand out.
+  me: Weak<ExternalMemory>,
 }
+
+thread_local! {
+  /// The account of the run attached on this thread (see
+  /// [`ExternalMemory::attach`]).
+  static CURRENT: RefCell<Option<Arc<ExternalMemory>>> = const { RefCell::new(None) };
+}
+
+/// Bytes reserved against an account until this is dropped, on whichever
+/// thread: a host call's copies, held from the op that makes them until
+/// the frame carrying them is written (by whichever run thread flushes).
+pub struct Held {
+  account: Arc<ExternalMemory>,
+  bytes: usize,
+}
+
+impl Drop for Held {
+  fn drop(&mut self) {
+    self.account.release(self.bytes);
+  }
+}
+
 
 impl ExternalMemory {
   pub fn new(limit: usize) -> Arc<Self> {
-    Arc::new(ExternalMemory {
+    Arc::new_cyclic(|me| ExternalMemory {
       limit,
       used: AtomicUsize::new(0),
       peak: AtomicUsize::new(0),
@@ -62,6 +92,7 @@ impl ExternalMemory {
       check_pending: AtomicBool::new(false),
       isolate: OnceLock::new(),
       run: Mutex::new(None),
+      me: me.clone(),
     })
   }
 
@@ -70,9 +101,25 @@ impl ExternalMemory {
     let _ = self.isolate.set(isolate);
   }
 
-  /// The run to stop when the cap is crossed.
+  /// The run to stop when the cap is crossed. Called on the run's thread
+  /// as it starts and ends (`Some`, then `None`), which makes this the
+  /// thread's current account meanwhile ([`ExternalMemory::current`]).
   pub fn attach(&self, run: Option<Arc<RunControl>>) {
+    let current = run.as_ref().and_then(|_| self.me.upgrade());
+    CURRENT.with(|slot| *slot.borrow_mut() = current);
     *lock(&self.run) = run;
+  }
+
+  /// The account of the run attached on this thread, if one is: what the
+  /// ops charge, from the thread the run's program runs on.
+  pub fn current() -> Option<Arc<ExternalMemory>> {
+    CURRENT.with(|slot| slot.borrow().clone())
+  }
+
+  /// Reserve `bytes` until the returned [`Held`] is dropped; `None` (and
+  /// a pressure check requested) past the cap, as [`ExternalMemory::reserve`].
+  pub fn hold(self: &Arc<Self>, bytes: usize) -> Option<Held> {
+    self.reserve(bytes).then(|| Held { account: self.clone(), bytes })
   }
 
   /// Bytes counted now.
