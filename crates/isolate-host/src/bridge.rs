@@ -28,9 +28,8 @@
 //! (a call longer than that alone in its own), in the order the calls were
 //! made. Each call's argument is copied out of the program's heap and held
 //! here until its frame is written, reserved against the run's
-//! external-memory account meanwhile ([`with_held`]).
+//! external-memory account meanwhile (`sandbox_ext::with_held`).
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -42,9 +41,9 @@ use dsh_protocol::frame::{HostCall, ReplyKind, CALLS_FRAME_OVERHEAD};
 use dsh_protocol::out_of_band::RawString;
 
 use crate::budget;
-use crate::external_memory::Held;
 use crate::live_runs::LiveRuns;
 use crate::lock::lock;
+use crate::sandbox_ext::{take_handed, HeldMemory};
 
 /// A host function's answer: how its text answers the call, and the text.
 pub type Reply = (ReplyKind, String);
@@ -168,24 +167,7 @@ pub const MAX_CALLS_FRAME_BYTES: usize = 64 << 20;
 /// A call waiting in the outbox, with the reservation of its copies.
 struct Queued {
   call: HostCall,
-  held: Option<Held>,
-}
-
-thread_local! {
-  /// The reservation [`with_held`] hands to the [`Bridge::call`] it wraps.
-  static HANDED: Cell<Option<Held>> = const { Cell::new(None) };
-}
-
-/// Run `queue` with `held` handed to the [`Bridge::call`] it makes on this
-/// thread, whose queued call then holds it until its frame is written. The
-/// call's path from the op to the bridge (the run's `SandboxHost::call`)
-/// carries only the argument, so the reservation goes beside it; if no
-/// call is queued (an unknown binding), it is released on return.
-pub fn with_held<T>(held: Option<Held>, queue: impl FnOnce() -> T) -> T {
-  drop(HANDED.with(|slot| slot.replace(held)));
-  let result = queue();
-  drop(HANDED.with(Cell::take));
-  result
+  held: Option<HeldMemory>,
 }
 
 /// The per-runtime router between isolate threads and the host.
@@ -251,14 +233,14 @@ impl Bridge {
   }
 
   /// Queue a call from the run whose mailbox is `mailbox` for the host;
-  /// returns its id. The call holds what [`with_held`] handed it, if this
-  /// thread is inside one.
+  /// returns its id. The call holds the reservation the op handed it
+  /// (`sandbox_ext::with_held`), if any.
   pub fn call(&self, mailbox: &Mailbox, run_id: u32, namespace: u32, function: u32, argument: Argument) -> u32 {
     mailbox.unanswered.fetch_add(1, Ordering::Relaxed);
     let call_id = self.next_call.fetch_add(1, Ordering::Relaxed);
     let Argument { json: args, paths, strings } = argument;
     let call = HostCall { run_id, call_id, namespace, function, args, paths, strings };
-    let held = HANDED.with(Cell::take);
+    let held = take_handed();
     lock(&self.outbox).push(Queued { call, held });
     call_id
   }
@@ -325,6 +307,11 @@ impl Bridge {
 mod tests {
   use super::*;
   use crate::external_memory::ExternalMemory;
+  use crate::sandbox_ext::with_held;
+
+  fn hold(account: &ExternalMemory, bytes: usize) -> Option<HeldMemory> {
+    account.hold(bytes).map(|held| Box::new(held) as HeldMemory)
+  }
 
   /// A bridge whose frames land in the returned list.
   fn bridge() -> (Bridge, Arc<Mutex<Vec<Vec<HostCall>>>>) {
@@ -372,11 +359,11 @@ mod tests {
     bridge.connect_host(Box::new(move |calls| lock(&log).push((calls.len(), watched.used()))));
     let mailbox = Mailbox::default();
     for _ in 0..3 {
-      with_held(account.hold(600), || bridge.call(&mailbox, 1, 0, 0, argument(600)));
+      with_held(hold(&account, 600), || bridge.call(&mailbox, 1, 0, 0, argument(600)));
     }
     assert_eq!(account.used(), 1800);
     // An unknown binding queues nothing: its reservation is given back.
-    with_held(account.hold(600), || ());
+    with_held(hold(&account, 600), || ());
     assert_eq!(account.used(), 1800);
     bridge.flush_within(1000);
     // One call a frame; while each is written, the later ones still hold.

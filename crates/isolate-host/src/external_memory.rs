@@ -30,9 +30,8 @@
 //! until the frame that carries it to the harness is written
 //! (`sandbox_ext.rs`'s call ops, `bridge.rs`): one heap string passed N
 //! times is N copies, so each call's copies are a [`Held`] reservation
-//! against the account of the run that made it ([`ExternalMemory::current`]).
+//! against the account of the run that made it (the ops' [`CallMemory`]).
 
-use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -41,6 +40,7 @@ use deno_core::v8;
 
 use crate::control::{RunControl, StopReason};
 use crate::lock::lock;
+use crate::sandbox_ext::{set_call_memory, CallMemory, HeldMemory};
 
 /// Per-isolate accounting of memory held outside the V8 heap.
 pub struct ExternalMemory {
@@ -57,14 +57,8 @@ pub struct ExternalMemory {
   check_pending: AtomicBool,
   isolate: OnceLock<v8::IsolateHandle>,
   run: Mutex<Option<Arc<RunControl>>>,
-  /// This account, for [`ExternalMemory::current`] to hand out.
+  /// This account, for what it hands out to hold it ([`Held`], the ops).
   me: Weak<ExternalMemory>,
-}
-
-thread_local! {
-  /// The account of the run attached on this thread (see
-  /// [`ExternalMemory::attach`]).
-  static CURRENT: RefCell<Option<Arc<ExternalMemory>>> = const { RefCell::new(None) };
 }
 
 /// Bytes reserved against an account until this is dropped, on whichever
@@ -80,7 +74,6 @@ impl Drop for Held {
     self.account.release(self.bytes);
   }
 }
-
 
 impl ExternalMemory {
   pub fn new(limit: usize) -> Arc<Self> {
@@ -106,20 +99,19 @@ impl ExternalMemory {
   /// thread's current account meanwhile ([`ExternalMemory::current`]).
   pub fn attach(&self, run: Option<Arc<RunControl>>) {
     let current = run.as_ref().and_then(|_| self.me.upgrade());
-    CURRENT.with(|slot| *slot.borrow_mut() = current);
+    set_call_memory(current.map(|account| account as Arc<dyn CallMemory>));
     *lock(&self.run) = run;
-  }
-
-  /// The account of the run attached on this thread, if one is: what the
-  /// ops charge, from the thread the run's program runs on.
-  pub fn current() -> Option<Arc<ExternalMemory>> {
-    CURRENT.with(|slot| slot.borrow().clone())
   }
 
   /// Reserve `bytes` until the returned [`Held`] is dropped; `None` (and
   /// a pressure check requested) past the cap, as [`ExternalMemory::reserve`].
-  pub fn hold(self: &Arc<Self>, bytes: usize) -> Option<Held> {
-    self.reserve(bytes).then(|| Held { account: self.clone(), bytes })
+  pub fn hold(&self, bytes: usize) -> Option<Held> {
+    let account = self.me.upgrade()?;
+    // Made only once reserved: a `Held` gives its bytes back when dropped.
+    if !self.reserve(bytes) {
+      return None;
+    }
+    Some(Held { account, bytes })
   }
 
   /// Bytes counted now.
@@ -216,6 +208,12 @@ impl ExternalMemory {
       return false;
     }
     true
+  }
+}
+
+impl CallMemory for ExternalMemory {
+  fn hold(&self, bytes: usize) -> Option<HeldMemory> {
+    ExternalMemory::hold(self, bytes).map(|held| Box::new(held) as HeldMemory)
   }
 }
 
