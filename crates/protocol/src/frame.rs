@@ -839,7 +839,7 @@ mod tests {
   fn a_calls_frame_is_as_long_as_its_calls_say() {
     // The host splits its calls into frames by these lengths: they must be
     // what encoding writes, or a frame could outgrow its bound.
-    let calls = vec![
+    let calls = [
       HostCall { args: "[]".into(), ..no_strings() },
       HostCall {
         args: "[null,{\"a\":null}]".into(),
