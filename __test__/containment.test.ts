@@ -261,3 +261,63 @@ describe('the host process', () => {
     expect(result.status).toBe(0)
   })
 })
+
+describe("a call's copies of its argument", () => {
+  // Long strings leave the heap as copies, one per place they are passed:
+  // each call's copies are charged to maxExternalMemoryMb until they are
+  // sent, and a turn's calls cross in frames the harness accepts.
+  it.each([
+    ['one string passed 40 times in one call', 'await tools.size(Array(40).fill(s))'],
+    ['one string passed to 40 calls at once', 'await Promise.all(Array.from({ length: 40 }, () => tools.size(s)))'],
+  ])('%s ends at maxExternalMemoryMb, and its host serves on', async (_, call) => {
+    const one = await mount({ isolateHosts: 1, maxExternalMemoryMb: 16, maxWallMs: 20_000 })
+    try {
+      // A bystander on the same (only) host, waiting on a tool until the hostile run is done.
+      let release = (_: unknown) => {}
+      const gate = new Promise((resolve) => (release = resolve))
+      const bystander = one.run('return await tools.wait({})', { bindings: tools({ wait: () => gate }) })
+      let reached = 0
+      const size = async (args: unknown) => {
+        reached++
+        return JSON.stringify(args).length
+      }
+      // 4 MiB of heap string; 40 copies of it are 160 MiB outside the heap.
+      const result = await one.run(`const s = 'x'.repeat(4 << 20)\n${call}\nreturn 'sent'`, { bindings: tools({ size }) })
+      expect(result.error?.kind).toBe('worker-exit')
+      expect(result.error?.message).toMatch(/external memory limit.*maxExternalMemoryMb \(16 MiB\)/)
+      // Only the few calls that fit under the cap at once can have crossed.
+      expect(reached).toBeLessThanOrEqual(4)
+      release(7)
+      expect(await bystander).toEqual({ logs: [], value: 7 })
+      // Under the cap the same string still crosses, as often as it fits.
+      const fits = await one.run(`const s = 'x'.repeat(4 << 20)\nreturn [await tools.size(s), await tools.size([s, s])]`, {
+        bindings: tools({ size }),
+      })
+      expect(fits).toEqual({ logs: [], value: [(4 << 20) + 2, 2 * ((4 << 20) + 2) + 3] })
+      expect(one.runtime.stats()).toMatchObject({ hostRestarts: 0, runsLostToHostExits: 0 })
+    } finally {
+      await one.dispose()
+    }
+  })
+
+  it('a turn whose calls together are longer than a frame delivers every call, in order', async () => {
+    const seen: number[] = []
+    const roomy = await mount({ maxExternalMemoryMb: 256, maxWallMs: 20_000 })
+    // 12 calls of 8 MiB strings: 96 MiB, more than one frame's 64 MiB.
+    const result = await roomy.run(
+      `const s = 'y'.repeat(8 << 20)
+       return await Promise.all(Array.from({ length: 12 }, (_, i) => tools.size({ i, s })))`,
+      {
+        bindings: tools({
+          size: async (args) => {
+            const { i, s } = args as { i: number; s: string }
+            seen.push(i)
+            return s.length
+          },
+        }),
+      },
+    ).finally(() => roomy.dispose())
+    expect(result).toEqual({ logs: [], value: Array(12).fill(8 << 20) })
+    expect(seen).toEqual(Array.from({ length: 12 }, (_, i) => i))
+  })
+})

@@ -23,6 +23,12 @@
 //! harness for the next call (the addon's `HostSpin`). While they wait,
 //! each takes the message it waits for off the channel itself
 //! (`dsh_protocol::inbox`), so no sleeping reader has to be woken first.
+//!
+//! A batch is written as frames of at most [`MAX_CALLS_FRAME_BYTES`] each
+//! (a call longer than that alone in its own), in the order the calls were
+//! made. Each call's argument is copied out of the program's heap and held
+//! here until its frame is written, reserved against the run's
+//! external-memory account meanwhile (`sandbox_ext::with_held`).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -31,12 +37,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use dsh_protocol::config::spinning_helps;
-use dsh_protocol::frame::{HostCall, ReplyKind};
+use dsh_protocol::frame::{HostCall, ReplyKind, CALLS_FRAME_OVERHEAD};
 use dsh_protocol::out_of_band::RawString;
 
 use crate::budget;
 use crate::live_runs::LiveRuns;
 use crate::lock::lock;
+use crate::sandbox_ext::{take_handed, HeldMemory};
 
 /// A host function's answer: how its text answers the call, and the text.
 pub type Reply = (ReplyKind, String);
@@ -143,13 +150,34 @@ pub struct Argument {
   pub strings: Vec<RawString>,
 }
 
-/// Carries a batch of calls to the harness (the channel, in `main.rs`).
+/// Carries a batch of calls to the harness as one frame (the channel, in
+/// `main.rs`); returns once the frame is written.
 pub type SendCalls = Box<dyn Fn(Vec<HostCall>) + Send + Sync>;
+
+/// The most bytes a frame of calls is made of, unless one call alone is
+/// longer. The harness refuses a frame over `MAX_FRAME_BYTES` (2 GiB) as
+/// hostile, ending this host and every run on it, and copies each frame it
+/// takes a few times (read buffer, frame, decoded strings): a turn's calls
+/// together, each within its run's caps, could add up to either. Frames of
+/// 64 MiB keep what a flush holds twice (the calls, and the frame encoded
+/// from them) and what Node copies small, and still carry thousands of
+/// ordinary calls each: the per-frame cost stays negligible.
+pub const MAX_CALLS_FRAME_BYTES: usize = 64 << 20;
+
+/// A call waiting in the outbox, with the reservation of its copies.
+struct Queued {
+  call: HostCall,
+  held: Option<HeldMemory>,
+}
 
 /// The per-runtime router between isolate threads and the host.
 pub struct Bridge {
   /// Calls queued for the harness, sent by [`Bridge::flush`].
-  outbox: Mutex<Vec<HostCall>>,
+  outbox: Mutex<Vec<Queued>>,
+  /// Held by a flush while it writes: the frames of two flushes (on two
+  /// run threads) do not interleave, so calls reach the harness in the
+  /// order they were queued.
+  sending: Mutex<()>,
   /// The live runs, whose records hold their mailboxes.
   runs: Arc<LiveRuns>,
   next_call: AtomicU32,
@@ -164,6 +192,7 @@ impl Bridge {
   pub fn new(runs: Arc<LiveRuns>) -> Bridge {
     Bridge {
       outbox: Mutex::default(),
+      sending: Mutex::default(),
       runs,
       next_call: AtomicU32::new(0),
       send_calls: OnceLock::new(),
@@ -204,24 +233,51 @@ impl Bridge {
   }
 
   /// Queue a call from the run whose mailbox is `mailbox` for the host;
-  /// returns its id.
+  /// returns its id. The call holds the reservation the op handed it
+  /// (`sandbox_ext::with_held`), if any.
   pub fn call(&self, mailbox: &Mailbox, run_id: u32, namespace: u32, function: u32, argument: Argument) -> u32 {
     mailbox.unanswered.fetch_add(1, Ordering::Relaxed);
     let call_id = self.next_call.fetch_add(1, Ordering::Relaxed);
     let Argument { json: args, paths, strings } = argument;
-    lock(&self.outbox).push(HostCall { run_id, call_id, namespace, function, args, paths, strings });
+    let call = HostCall { run_id, call_id, namespace, function, args, paths, strings };
+    let held = take_handed();
+    lock(&self.outbox).push(Queued { call, held });
     call_id
   }
 
-  /// Send every queued call to the harness, in one batch (see the module
-  /// doc for who calls this, and when).
+  /// Send every queued call to the harness, in frames of at most
+  /// [`MAX_CALLS_FRAME_BYTES`] (see the module doc for who calls this, and
+  /// when).
   pub fn flush(&self) {
-    let calls = std::mem::take(&mut *lock(&self.outbox));
-    if calls.is_empty() {
+    self.flush_within(MAX_CALLS_FRAME_BYTES);
+  }
+
+  /// [`Bridge::flush`] with frames of at most `bound` bytes, except a call
+  /// longer than that, which goes alone (the call ops refused any that no
+  /// frame could carry). Each frame's reservations are released once it
+  /// is written.
+  fn flush_within(&self, bound: usize) {
+    let _sending = lock(&self.sending);
+    let queued = std::mem::take(&mut *lock(&self.outbox));
+    let Some(send_calls) = self.send_calls.get() else {
       return;
+    };
+    let mut frame = Vec::new();
+    let mut held = Vec::new();
+    let mut frame_len = CALLS_FRAME_OVERHEAD;
+    for Queued { call, held: reservation } in queued {
+      let len = call.encoded_len();
+      if !frame.is_empty() && frame_len.saturating_add(len) > bound {
+        send_calls(std::mem::take(&mut frame));
+        held.clear();
+        frame_len = CALLS_FRAME_OVERHEAD;
+      }
+      frame_len = frame_len.saturating_add(len);
+      frame.push(call);
+      held.extend(reservation);
     }
-    if let Some(send_calls) = self.send_calls.get() {
-      send_calls(calls);
+    if !frame.is_empty() {
+      send_calls(frame);
     }
   }
 
@@ -244,5 +300,74 @@ impl Bridge {
     for mailbox in touched {
       mailbox.wake();
     }
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::external_memory::ExternalMemory;
+  use crate::sandbox_ext::with_held;
+
+  fn hold(account: &ExternalMemory, bytes: usize) -> Option<HeldMemory> {
+    account.hold(bytes).map(|held| Box::new(held) as HeldMemory)
+  }
+
+  /// A bridge whose frames land in the returned list.
+  fn bridge() -> (Bridge, Arc<Mutex<Vec<Vec<HostCall>>>>) {
+    let bridge = Bridge::new(Arc::default());
+    let frames = Arc::new(Mutex::new(Vec::new()));
+    let sent = frames.clone();
+    bridge.connect_host(Box::new(move |calls| lock(&sent).push(calls)));
+    (bridge, frames)
+  }
+
+  fn argument(len: usize) -> Argument {
+    Argument { json: "x".repeat(len), paths: String::new(), strings: Vec::new() }
+  }
+
+  #[test]
+  fn a_turn_longer_than_a_frame_crosses_in_several_in_order() {
+    let (bridge, frames) = bridge();
+    let mailbox = Mailbox::default();
+    let bound = 1000;
+    // Calls of 100 to 1500 bytes of JSON, the last few each longer than a
+    // frame on their own.
+    let lens: Vec<usize> = (0..40).map(|i| 100 + i * 37).collect();
+    let ids: Vec<u32> = lens.iter().map(|len| bridge.call(&mailbox, 1, 0, 0, argument(*len))).collect();
+    bridge.flush_within(bound);
+    let frames = std::mem::take(&mut *lock(&frames));
+    assert!(frames.len() > 1);
+    for frame in &frames {
+      let len = CALLS_FRAME_OVERHEAD + frame.iter().map(HostCall::encoded_len).sum::<usize>();
+      assert!(len <= bound || frame.len() == 1, "a frame of {} calls is {len} bytes", frame.len());
+    }
+    let sent: Vec<(u32, usize)> = frames.iter().flatten().map(|call| (call.call_id, call.args.len())).collect();
+    let queued: Vec<(u32, usize)> = ids.into_iter().zip(lens).collect();
+    assert_eq!(sent, queued);
+    // Nothing is left to send.
+    bridge.flush_within(bound);
+    assert!(lock(&bridge.outbox).is_empty());
+  }
+
+  #[test]
+  fn a_call_holds_its_reservation_until_its_frame_is_written() {
+    let account = ExternalMemory::new(1 << 20);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let bridge = Bridge::new(Arc::default());
+    let (watched, log) = (account.clone(), seen.clone());
+    bridge.connect_host(Box::new(move |calls| lock(&log).push((calls.len(), watched.used()))));
+    let mailbox = Mailbox::default();
+    for _ in 0..3 {
+      with_held(hold(&account, 600), || bridge.call(&mailbox, 1, 0, 0, argument(600)));
+    }
+    assert_eq!(account.used(), 1800);
+    // An unknown binding queues nothing: its reservation is given back.
+    with_held(hold(&account, 600), || ());
+    assert_eq!(account.used(), 1800);
+    bridge.flush_within(1000);
+    // One call a frame; while each is written, the later ones still hold.
+    assert_eq!(*lock(&seen), vec![(1, 1800), (1, 1200), (1, 600)]);
+    assert_eq!(account.used(), 0);
   }
 }

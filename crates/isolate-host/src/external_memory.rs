@@ -25,15 +25,22 @@
 //! V8 does not count ICU memory towards its own GC heuristics. A program
 //! still over the cap is stopped (`worker-exit`), so it cannot catch the
 //! `RangeError` and probe on.
+//!
+//! A host call's argument is copied out of the heap into the host's memory
+//! until the frame that carries it to the harness is written
+//! (`sandbox_ext.rs`'s call ops, `bridge.rs`): one heap string passed N
+//! times is N copies, so each call's copies are a [`Held`] reservation
+//! against the account of the run that made it (the ops' [`CallMemory`]).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use deno_core::v8;
 
 use crate::control::{RunControl, StopReason};
 use crate::lock::lock;
+use crate::sandbox_ext::{set_call_memory, CallMemory, HeldMemory};
 
 /// Per-isolate accounting of memory held outside the V8 heap.
 pub struct ExternalMemory {
@@ -50,11 +57,27 @@ pub struct ExternalMemory {
   check_pending: AtomicBool,
   isolate: OnceLock<v8::IsolateHandle>,
   run: Mutex<Option<Arc<RunControl>>>,
+  /// This account, for what it hands out to hold it ([`Held`], the ops).
+  me: Weak<ExternalMemory>,
+}
+
+/// Bytes reserved against an account until this is dropped, on whichever
+/// thread: a host call's copies, held from the op that makes them until
+/// the frame carrying them is written (by whichever run thread flushes).
+pub struct Held {
+  account: Arc<ExternalMemory>,
+  bytes: usize,
+}
+
+impl Drop for Held {
+  fn drop(&mut self) {
+    self.account.release(self.bytes);
+  }
 }
 
 impl ExternalMemory {
   pub fn new(limit: usize) -> Arc<Self> {
-    Arc::new(ExternalMemory {
+    Arc::new_cyclic(|me| ExternalMemory {
       limit,
       used: AtomicUsize::new(0),
       peak: AtomicUsize::new(0),
@@ -62,6 +85,7 @@ impl ExternalMemory {
       check_pending: AtomicBool::new(false),
       isolate: OnceLock::new(),
       run: Mutex::new(None),
+      me: me.clone(),
     })
   }
 
@@ -70,9 +94,24 @@ impl ExternalMemory {
     let _ = self.isolate.set(isolate);
   }
 
-  /// The run to stop when the cap is crossed.
+  /// The run to stop when the cap is crossed. Called on the run's thread
+  /// as it starts and ends (`Some`, then `None`), which makes this the
+  /// thread's current account meanwhile ([`ExternalMemory::current`]).
   pub fn attach(&self, run: Option<Arc<RunControl>>) {
+    let current = run.as_ref().and_then(|_| self.me.upgrade());
+    set_call_memory(current.map(|account| account as Arc<dyn CallMemory>));
     *lock(&self.run) = run;
+  }
+
+  /// Reserve `bytes` until the returned [`Held`] is dropped; `None` (and
+  /// a pressure check requested) past the cap, as [`ExternalMemory::reserve`].
+  pub fn hold(&self, bytes: usize) -> Option<Held> {
+    let account = self.me.upgrade()?;
+    // Made only once reserved: a `Held` gives its bytes back when dropped.
+    if !self.reserve(bytes) {
+      return None;
+    }
+    Some(Held { account, bytes })
   }
 
   /// Bytes counted now.
@@ -169,6 +208,12 @@ impl ExternalMemory {
       return false;
     }
     true
+  }
+}
+
+impl CallMemory for ExternalMemory {
+  fn hold(&self, bytes: usize) -> Option<HeldMemory> {
+    ExternalMemory::hold(self, bytes).map(|held| Box::new(held) as HeldMemory)
   }
 }
 

@@ -9,13 +9,15 @@
 //! and deletes `Deno` before program code runs, but an op must still
 //! validate what it receives, as if a program could call it directly.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use deno_core::{op2, v8, OpState};
 use deno_error::JsErrorBox;
+use dsh_protocol::frame::{encoded_call_len, MAX_CALL_BYTES};
 use dsh_protocol::out_of_band::RawString;
 
 // What the ops call, each beside its subject. Explicit paths: build.rs
@@ -169,6 +171,49 @@ pub trait SandboxHost {
   fn charge_external_memory(&self, bytes: f64) -> Option<Box<dyn FnOnce()>>;
 }
 
+/// What a host call's copies are reserved against: the run's
+/// external-memory account (`external_memory.rs`), which makes itself the
+/// thread's [`set_call_memory`] while its run is attached.
+pub trait CallMemory: Send + Sync {
+  /// Reserve `bytes` until the returned guard is dropped (on any thread);
+  /// `None` past the cap.
+  fn hold(&self, bytes: usize) -> Option<HeldMemory>;
+}
+
+/// A reservation, given back when dropped.
+pub type HeldMemory = Box<dyn Send>;
+
+thread_local! {
+  /// The account of the run attached on this thread.
+  static CALL_MEMORY: RefCell<Option<Arc<dyn CallMemory>>> = const { RefCell::new(None) };
+  /// The reservation [`with_held`] hands to the call it wraps.
+  static HANDED: Cell<Option<HeldMemory>> = const { Cell::new(None) };
+}
+
+/// Make `memory` what the call ops on this thread reserve against (`None`
+/// as its run ends).
+pub fn set_call_memory(memory: Option<Arc<dyn CallMemory>>) {
+  CALL_MEMORY.with(|slot| *slot.borrow_mut() = memory);
+}
+
+/// Run `queue` with `held` handed to the call it queues on this thread
+/// ([`take_handed`], from `Bridge::call`), whose queued call then holds it
+/// until its frame is written. The way from the op to the bridge (the
+/// run's [`SandboxHost::call`]) carries the argument only, so the
+/// reservation goes beside it; if no call is queued (an unknown binding),
+/// it is given back on return.
+pub fn with_held<T>(held: Option<HeldMemory>, queue: impl FnOnce() -> T) -> T {
+  drop(HANDED.with(|slot| slot.replace(held)));
+  let result = queue();
+  drop(HANDED.with(Cell::take));
+  result
+}
+
+/// The reservation [`with_held`] handed to the call being queued now.
+pub fn take_handed() -> Option<HeldMemory> {
+  HANDED.with(Cell::take)
+}
+
 /// The slot in `OpState` that holds the current run's host.
 pub struct HostSlot(pub Rc<dyn SandboxHost>);
 
@@ -196,15 +241,29 @@ fn op_dsh_output_remaining(state: &mut OpState) -> Result<f64, JsErrorBox> {
   Ok(host(state)?.output_remaining())
 }
 
-#[op2(fast)]
-fn op_dsh_call(state: &mut OpState, namespace: u32, function: u32, #[string] args: String) -> Result<u32, JsErrorBox> {
-  host(state)?.call(namespace, function, args, String::new(), Vec::new()).map_err(JsErrorBox::type_error)
+/// A call whose argument is all in its JSON. Not a fast call: a refused
+/// reservation collects garbage, which V8's fast API calls must never do.
+#[op2(nofast)]
+fn op_dsh_call(
+  state: &mut OpState,
+  scope: &mut v8::PinScope,
+  namespace: u32,
+  function: u32,
+  #[string] args: String,
+) -> Result<u32, JsErrorBox> {
+  let host = host(state)?;
+  let held = hold_call(scope, &*host, encoded_call_len(args.len(), 0, []))?;
+  with_held(held, || host.call(namespace, function, args, String::new(), Vec::new())).map_err(JsErrorBox::type_error)
 }
 
 /// A call whose argument's long strings cross beside its JSON (see
 /// `dsh_protocol::out_of_band`): `paths` is the JSON array of where each
 /// of `strings` goes. Each string is copied out as V8 holds it, one byte or
 /// two per unit: no UTF-8 pass, and lone surrogates survive.
+///
+/// Every copy is reserved against the run's external-memory account before
+/// it is made, and held until the frame that carries it is written
+/// (`bridge.rs`): one heap string passed N times is N copies here.
 #[op2(nofast)]
 fn op_dsh_call_with_strings(
   state: &mut OpState,
@@ -215,13 +274,20 @@ fn op_dsh_call_with_strings(
   #[string] paths: String,
   strings: v8::Local<v8::Array>,
 ) -> Result<u32, JsErrorBox> {
+  let host = host(state)?;
   let count = strings.length();
-  let mut raw = Vec::with_capacity(count as usize);
+  let mut locals = Vec::with_capacity(count as usize);
   for index in 0..count {
     let string = strings
       .get_index(scope, index)
       .and_then(|value| v8::Local::<v8::String>::try_from(value).ok())
       .ok_or_else(|| JsErrorBox::type_error("an out-of-band string that is not a string"))?;
+    locals.push(string);
+  }
+  let bytes = locals.iter().map(|string| string.length().saturating_mul(if string.is_onebyte() { 1 } else { 2 }));
+  let held = hold_call(scope, &*host, encoded_call_len(args.len(), paths.len(), bytes))?;
+  let mut raw = Vec::with_capacity(locals.len());
+  for string in locals {
     raw.push(if string.is_onebyte() {
       let mut bytes = vec![0u8; string.length()];
       string.write_one_byte_v2(scope, 0, &mut bytes, v8::WriteFlags::empty());
@@ -236,7 +302,41 @@ fn op_dsh_call_with_strings(
   // as a frame that would end this host.
   dsh_protocol::out_of_band::check_places(&args, &paths, raw.len())
     .map_err(|_| JsErrorBox::type_error(dsh_protocol::contract::ARGUMENTS_NOT_LOSSLESS))?;
-  host(state)?.call(namespace, function, args, paths, raw).map_err(JsErrorBox::type_error)
+  with_held(held, || host.call(namespace, function, args, paths, raw)).map_err(JsErrorBox::type_error)
+}
+
+/// Before a call's argument is copied out of the heap (or, for its JSON,
+/// right after): reserve the `len` bytes its encoding takes against the
+/// run's external-memory account, to be held until its frame is written.
+///
+/// A call longer than any frame may be ([`MAX_CALL_BYTES`]) fails as its
+/// own, as a call whose argument cannot cross: the harness would refuse
+/// its frame as hostile and end the host. It is not the cap's stop: the
+/// cap (which may be set above 2 GiB) is not what it crossed, and the
+/// program may catch the error and send the data in parts.
+///
+/// Past the cap, garbage is collected (buffers the program dropped are
+/// freed only then) and the reservation tried once more; still refused,
+/// the run is stopped at its cap as by every other route (`worker-exit`,
+/// naming maxExternalMemoryMb), and the call fails meanwhile. Outside a
+/// run (no account on this thread) nothing is reserved.
+fn hold_call(scope: &mut v8::PinScope, host: &dyn SandboxHost, len: usize) -> Result<Option<HeldMemory>, JsErrorBox> {
+  if len > MAX_CALL_BYTES {
+    return Err(JsErrorBox::type_error(dsh_protocol::contract::ARGUMENTS_NOT_LOSSLESS));
+  }
+  let Some(account) = CALL_MEMORY.with(|slot| slot.borrow().clone()) else {
+    return Ok(None);
+  };
+  if let Some(held) = account.hold(len) {
+    return Ok(Some(held));
+  }
+  scope.low_memory_notification();
+  if let Some(held) = account.hold(len) {
+    return Ok(Some(held));
+  }
+  // The refusal stands: the check stops the run now, synchronously.
+  host.memory_check(scope, false);
+  Err(JsErrorBox::range_error("external memory limit reached"))
 }
 
 #[op2]

@@ -129,6 +129,46 @@ pub struct HostCall {
   pub strings: Vec<RawString>,
 }
 
+/// The bytes a [`FromHost::Calls`] frame takes besides its calls: its
+/// length, its tag and its count of calls.
+pub const CALLS_FRAME_OVERHEAD: usize = 4 + 1 + 4;
+
+/// The most bytes one call's encoding may take: a frame carrying it alone
+/// is then exactly [`MAX_FRAME_BYTES`] long (its length field not counted),
+/// the most a harness accepts. A longer call can never cross.
+pub const MAX_CALL_BYTES: usize = MAX_FRAME_BYTES as usize - (CALLS_FRAME_OVERHEAD - 4);
+
+impl HostCall {
+  /// The bytes this call takes in a [`FromHost::Calls`] frame.
+  pub fn encoded_len(&self) -> usize {
+    let strings = self.strings.iter().map(|string| match string {
+      RawString::Latin1(bytes) => bytes.len(),
+      RawString::Utf16(units) => units.len().saturating_mul(2),
+    });
+    encoded_call_len(self.args.len(), self.paths.len(), strings)
+  }
+}
+
+/// The bytes a call takes in a [`FromHost::Calls`] frame, from the byte
+/// lengths of its JSON, its paths and each of its long strings: known
+/// before the strings are copied out of the heap, so that a call that
+/// cannot cross is refused before it costs anything. Saturates: a length
+/// past `usize` is past every bound it is checked against.
+pub fn encoded_call_len(args: usize, paths: usize, strings: impl IntoIterator<Item = usize>) -> usize {
+  // run id, call id, namespace, function; the JSON's length; the count.
+  let mut len = (4 * 4 + 4 + 4usize).saturating_add(args);
+  let mut any = false;
+  for bytes in strings {
+    any = true;
+    // Kind, length in units, the bytes.
+    len = len.saturating_add(1 + 4).saturating_add(bytes);
+  }
+  if any {
+    len = len.saturating_add(4).saturating_add(paths);
+  }
+  len
+}
+
 /// The figures a host reports in [`FromHost::Stats`], each written once:
 /// its field, its type on the channel, its kind, and its doc, which is the
 /// user's: the same field of `stats()` (the addon's napi `NativeStats`,
@@ -793,6 +833,28 @@ mod tests {
     *state ^= *state >> 7;
     *state ^= *state << 17;
     *state
+  }
+
+  #[test]
+  fn a_calls_frame_is_as_long_as_its_calls_say() {
+    // The host splits its calls into frames by these lengths: they must be
+    // what encoding writes, or a frame could outgrow its bound.
+    let calls = [
+      HostCall { args: "[]".into(), ..no_strings() },
+      HostCall {
+        args: "[null,{\"a\":null}]".into(),
+        paths: "[[0],[1,\"a\"]]".into(),
+        strings: vec![RawString::Latin1(b"abc".to_vec()), RawString::Utf16(vec![0xdc00, 0x41])],
+        ..no_strings()
+      },
+    ];
+    for count in 0..=calls.len() {
+      let calls = calls[..count].to_vec();
+      let mut out = Vec::new();
+      let expected = CALLS_FRAME_OVERHEAD + calls.iter().map(HostCall::encoded_len).sum::<usize>();
+      FromHost::Calls(calls).encode(&mut out);
+      assert_eq!(out.len(), expected);
+    }
   }
 
   #[test]
