@@ -38,7 +38,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use dsh_protocol::config::RuntimeConfig;
-use dsh_protocol::failure::{failure, Stop};
+use dsh_protocol::failure::{failure, StopReason};
 use dsh_protocol::frame::{encode_submit, FromHost, HostStats, Reply, ToHost};
 use dsh_protocol::inbox::{Inbox, Next};
 use dsh_protocol::ledger::{Completion, FailureKind, Outcomes, Output, OutputLedger};
@@ -454,7 +454,8 @@ impl Supervisor {
       return;
     }
     state.pending.retain(|pending| *pending != run_id);
-    if let Some(delivery) = self.finish(&mut state, run_id, stopped(Stop::Abort(&reason), &self.settings.config)) {
+    if let Some(delivery) = self.finish(&mut state, run_id, stopped(&StopReason::Abort(reason), &self.settings.config))
+    {
       drop(state);
       delivery.deliver();
     }
@@ -565,7 +566,7 @@ impl Supervisor {
       let pending: Vec<u32> = state.pending.drain(..).collect();
       let mut deliveries = Vec::new();
       for run_id in pending {
-        deliveries.extend(self.finish(&mut state, run_id, stopped(Stop::Disposed, &self.settings.config)));
+        deliveries.extend(self.finish(&mut state, run_id, stopped(&StopReason::Disposed, &self.settings.config)));
       }
       for host in state.slots.iter().filter_map(|slot| slot.host.clone()) {
         host.send(&ToHost::Shutdown);
@@ -593,7 +594,7 @@ impl Supervisor {
     let left: Vec<u32> = state.runs.keys().copied().collect();
     let mut deliveries = Vec::new();
     for run_id in left {
-      deliveries.extend(self.finish(&mut state, run_id, stopped(Stop::Disposed, &self.settings.config)));
+      deliveries.extend(self.finish(&mut state, run_id, stopped(&StopReason::Disposed, &self.settings.config)));
     }
     state.finished = true;
     let readers = std::mem::take(&mut state.readers);
@@ -815,9 +816,9 @@ impl Supervisor {
       record.host = None;
       let (started, placements, aborted) = (record.started, record.placements, record.aborted.take());
       if disposing {
-        deliveries.extend(self.finish(&mut state, run_id, stopped(Stop::Disposed, &self.settings.config)));
+        deliveries.extend(self.finish(&mut state, run_id, stopped(&StopReason::Disposed, &self.settings.config)));
       } else if let (false, Some(reason)) = (started, aborted) {
-        deliveries.extend(self.finish(&mut state, run_id, stopped(Stop::Abort(&reason), &self.settings.config)));
+        deliveries.extend(self.finish(&mut state, run_id, stopped(&StopReason::Abort(reason), &self.settings.config)));
       } else if started || placements >= MAX_PLACEMENTS {
         state.runs_lost += 1;
         deliveries.extend(self.finish(
@@ -862,7 +863,7 @@ enum FinishWith {
 }
 
 /// A failure decided here, with its text from `dsh_protocol::failure`.
-fn stopped(stop: Stop, config: &RuntimeConfig) -> FinishWith {
+fn stopped(stop: &StopReason, config: &RuntimeConfig) -> FinishWith {
   let (kind, message) = failure(stop, config);
   FinishWith::Failure(kind, message)
 }
@@ -992,7 +993,7 @@ fn supervise(supervisor: &Weak<Supervisor>) {
     if !overdue.is_empty() {
       state.pending.retain(|run_id| !overdue.contains(run_id));
       for run_id in overdue {
-        let ceiling = stopped(Stop::WallCeiling, &supervisor.settings.config);
+        let ceiling = stopped(&StopReason::WallCeiling, &supervisor.settings.config);
         deliveries.extend(supervisor.finish(&mut state, run_id, ceiling));
       }
     }

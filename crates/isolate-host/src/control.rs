@@ -14,26 +14,8 @@ use tokio::sync::Notify;
 
 use crate::lock::lock;
 
-/// Why a run was stopped from outside its program's normal completion.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StopReason {
-  /// The request's signal fired; the text is `String(signal.reason)`.
-  Abort(Vec<u16>),
-  /// The runtime was disposed while the run was live.
-  Disposed,
-  /// The program burned its CPU budget.
-  ComputeBudget,
-  /// The wall-clock ceiling was reached.
-  WallCeiling,
-  /// The isolate reached its heap cap.
-  HeapLimit,
-  /// Memory outside the heap (buffers, ICU) reached the external-memory cap.
-  ExternalMemory,
-  /// The program called `process.exit(code)`.
-  Exit(i32),
-  /// A log entry crossed the output cap.
-  OutputLimit,
-}
+/// Why a run was stopped (defined with the failure each reason reports).
+pub use dsh_protocol::failure::StopReason;
 
 /// The shared stop switch of one run.
 #[derive(Default)]

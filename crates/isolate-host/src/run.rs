@@ -22,7 +22,7 @@ use crate::ledger::{FailureKind, Output, OutputLedger};
 use crate::sandbox_ext::{HostSlot, RepliesFuture, ReplyBatch, SandboxHost, Settlement};
 use crate::transpile::{strip_types, PROGRAM_NAME};
 use dsh_protocol::contract::COMPLETION_NOT_LOSSLESS;
-use dsh_protocol::failure::{failure, Stop};
+use dsh_protocol::failure::failure;
 use dsh_protocol::frame::ReplyKind;
 use dsh_protocol::out_of_band::RawString;
 
@@ -173,24 +173,9 @@ impl SandboxHost for RunHost {
   }
 }
 
-/// The failure a stop reason reports (its text: `dsh_protocol::failure`).
-fn stop_failure(reason: &StopReason, config: &RuntimeConfig) -> (FailureKind, Vec<u16>) {
-  let stop = match reason {
-    StopReason::Abort(message) => Stop::Abort(message),
-    StopReason::Disposed => Stop::Disposed,
-    StopReason::ComputeBudget => Stop::ComputeBudget,
-    StopReason::WallCeiling => Stop::WallCeiling,
-    StopReason::HeapLimit => Stop::HeapLimit,
-    StopReason::ExternalMemory => Stop::ExternalMemory,
-    StopReason::Exit(code) => Stop::Exit(*code),
-    StopReason::OutputLimit => Stop::OutputLimit,
-  };
-  failure(stop, config)
-}
-
 /// Finish a run that was stopped, through the ledger.
 pub fn finish_stopped(ledger: OutputLedger, reason: &StopReason, config: &RuntimeConfig) -> Output {
-  match stop_failure(reason, config) {
+  match failure(reason, config) {
     (FailureKind::OutputLimit, _) => ledger.finish_output_limit(),
     (kind, message) => ledger.finish_failure(kind, message),
   }

@@ -52,7 +52,7 @@ use crate::lock::lock;
 use crate::memory_return::{release_v8_page_pool, return_freed_memory, IdleReturn, MemoryReturn};
 use crate::run::{execute, finish_stopped, RunContext, RunEvents, RunJob};
 use crate::watchdog::Watchdog;
-use dsh_protocol::failure::{failure, Stop};
+use dsh_protocol::failure::{failure, StopReason};
 use dsh_protocol::frame::HostStats;
 
 /// How long a run may compute without a pause (a wait on the host or a
@@ -717,7 +717,7 @@ fn run_thread(shared: &Shared, id: usize) {
 /// The output of a run whose substrate (thread runtime or isolate) could
 /// not be made: `worker-exit` with `message`, through the ledger.
 fn substrate_failure(config: &RuntimeConfig, message: &str) -> Output {
-  let (kind, message) = failure(Stop::Substrate(message), config);
+  let (kind, message) = failure(&StopReason::Substrate(message.to_owned()), config);
   OutputLedger::new(config.max_output_bytes).finish_failure(kind, message)
 }
 

@@ -7,11 +7,13 @@
 use crate::config::RuntimeConfig;
 use crate::ledger::FailureKind;
 
-/// Why the runtime stopped a run before its program completed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stop<'a> {
+/// Why the runtime stopped a run before its program completed: the reason
+/// a run's stop switch holds in a host (the first one wins), and the reason
+/// the harness settles a run with itself (queued, or its host gone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
   /// The request's signal fired; the text is `String(signal.reason)`.
-  Abort(&'a [u16]),
+  Abort(Vec<u16>),
   /// The runtime was disposed while the run was queued or live.
   Disposed,
   /// The program burned its CPU budget (`computeMs`).
@@ -27,37 +29,40 @@ pub enum Stop<'a> {
   /// A log entry crossed the output cap: the ledger writes the message.
   OutputLimit,
   /// The run's substrate (its thread, its isolate) could not be made; the
-  /// text says what failed.
-  Substrate(&'a str),
+  /// text says what failed. Decided by a host's scheduler before the run
+  /// has a stop switch: never thrown on one.
+  Substrate(String),
 }
 
 /// A stopped run's failure kind and message (UTF-16, as the ledger takes
 /// it; empty for `output-limit`, whose message the ledger writes).
-pub fn failure(stop: Stop, config: &RuntimeConfig) -> (FailureKind, Vec<u16>) {
+pub fn failure(stop: &StopReason, config: &RuntimeConfig) -> (FailureKind, Vec<u16>) {
   let (kind, message) = match stop {
-    Stop::Abort(reason) => return (FailureKind::Abort, reason.to_vec()),
-    Stop::Disposed => (FailureKind::Abort, "runtime disposed".to_owned()),
-    Stop::ComputeBudget => {
+    StopReason::Abort(reason) => return (FailureKind::Abort, reason.clone()),
+    StopReason::Disposed => (FailureKind::Abort, "runtime disposed".to_owned()),
+    StopReason::ComputeBudget => {
       (FailureKind::Timeout, format!("compute budget exhausted ({}ms busy)", js(config.compute_ms)))
     }
-    Stop::WallCeiling => (FailureKind::Timeout, format!("wall-clock ceiling reached ({}ms)", js(config.max_wall_ms))),
-    Stop::HeapLimit => (
+    StopReason::WallCeiling => {
+      (FailureKind::Timeout, format!("wall-clock ceiling reached ({}ms)", js(config.max_wall_ms)))
+    }
+    StopReason::HeapLimit => (
       FailureKind::WorkerExit,
       format!(
         "heap limit reached: the program exceeded maxOldGenerationSizeMb ({} MiB)",
         js(config.max_old_generation_size_mb)
       ),
     ),
-    Stop::ExternalMemory => (
+    StopReason::ExternalMemory => (
       FailureKind::WorkerExit,
       format!(
         "external memory limit reached: the program's memory outside the heap exceeded maxExternalMemoryMb ({} MiB)",
         js(config.max_external_memory_mb)
       ),
     ),
-    Stop::Exit(code) => (FailureKind::WorkerExit, format!("worker exited with code {code} before completing")),
-    Stop::OutputLimit => (FailureKind::OutputLimit, String::new()),
-    Stop::Substrate(what) => (FailureKind::WorkerExit, what.to_owned()),
+    StopReason::Exit(code) => (FailureKind::WorkerExit, format!("worker exited with code {code} before completing")),
+    StopReason::OutputLimit => (FailureKind::OutputLimit, String::new()),
+    StopReason::Substrate(what) => (FailureKind::WorkerExit, what.clone()),
   };
   (kind, message.encode_utf16().collect())
 }
@@ -73,7 +78,7 @@ pub fn js(value: f64) -> String {
 mod tests {
   use super::*;
 
-  fn message(stop: Stop, config: &RuntimeConfig) -> (FailureKind, String) {
+  fn message(stop: &StopReason, config: &RuntimeConfig) -> (FailureKind, String) {
     let (kind, message) = failure(stop, config);
     (kind, String::from_utf16_lossy(&message))
   }
@@ -91,26 +96,26 @@ mod tests {
     };
     let abort: Vec<u16> = "stop".encode_utf16().collect();
     let cases = [
-      (Stop::Abort(&abort), FailureKind::Abort, "stop"),
-      (Stop::Disposed, FailureKind::Abort, "runtime disposed"),
-      (Stop::ComputeBudget, FailureKind::Timeout, "compute budget exhausted (1.5ms busy)"),
-      (Stop::WallCeiling, FailureKind::Timeout, "wall-clock ceiling reached (600000ms)"),
+      (StopReason::Abort(abort), FailureKind::Abort, "stop"),
+      (StopReason::Disposed, FailureKind::Abort, "runtime disposed"),
+      (StopReason::ComputeBudget, FailureKind::Timeout, "compute budget exhausted (1.5ms busy)"),
+      (StopReason::WallCeiling, FailureKind::Timeout, "wall-clock ceiling reached (600000ms)"),
       (
-        Stop::HeapLimit,
+        StopReason::HeapLimit,
         FailureKind::WorkerExit,
         "heap limit reached: the program exceeded maxOldGenerationSizeMb (64 MiB)",
       ),
       (
-        Stop::ExternalMemory,
+        StopReason::ExternalMemory,
         FailureKind::WorkerExit,
         "external memory limit reached: the program's memory outside the heap exceeded maxExternalMemoryMb (1e-7 MiB)",
       ),
-      (Stop::Exit(3), FailureKind::WorkerExit, "worker exited with code 3 before completing"),
-      (Stop::OutputLimit, FailureKind::OutputLimit, ""),
-      (Stop::Substrate("no thread"), FailureKind::WorkerExit, "no thread"),
+      (StopReason::Exit(3), FailureKind::WorkerExit, "worker exited with code 3 before completing"),
+      (StopReason::OutputLimit, FailureKind::OutputLimit, ""),
+      (StopReason::Substrate("no thread".to_owned()), FailureKind::WorkerExit, "no thread"),
     ];
     for (stop, kind, text) in cases {
-      assert_eq!(message(stop, &config), (kind, text.to_owned()));
+      assert_eq!(message(&stop, &config), (kind, text.to_owned()));
     }
   }
 }

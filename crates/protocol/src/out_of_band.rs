@@ -147,45 +147,12 @@ fn common_prefix(steps: &[Step], path: Option<&Vec<Step>>) -> usize {
 fn parse_paths(text: &str) -> Result<Vec<Vec<Step<'_>>>, String> {
   let bad = || "the paths of a call's out-of-band strings are malformed".to_owned();
   let mut scan = Scanner { bytes: text.as_bytes(), at: 0 };
-  let mut paths = Vec::new();
-  scan.space();
-  if scan.byte() != Some(b'[') {
-    return Err(bad());
-  }
-  scan.space();
-  if scan.peek() == Some(b']') {
-    scan.at += 1;
-  } else {
-    loop {
-      scan.space();
-      if scan.byte() != Some(b'[') {
-        return Err(bad());
-      }
-      let mut path = Vec::new();
-      scan.space();
-      if scan.peek() == Some(b']') {
-        scan.at += 1;
-      } else {
-        loop {
-          scan.space();
-          path.push(if scan.peek() == Some(b'"') { Step::Key(scan.string()?) } else { Step::Index(scan.index()?) });
-          scan.space();
-          match scan.byte() {
-            Some(b',') => {}
-            Some(b']') => break,
-            _ => return Err(bad()),
-          }
-        }
-      }
-      paths.push(path);
-      scan.space();
-      match scan.byte() {
-        Some(b',') => {}
-        Some(b']') => break,
-        _ => return Err(bad()),
-      }
-    }
-  }
+  let paths = scan
+    .list(|scan| {
+      scan
+        .list(|scan| Ok(if scan.peek() == Some(b'"') { Step::Key(scan.string()?) } else { Step::Index(scan.index()?) }))
+    })
+    .map_err(|_| bad())?;
   scan.space();
   if scan.at != scan.bytes.len() {
     return Err(bad());
@@ -200,6 +167,30 @@ struct Scanner<'a> {
 }
 
 impl<'a> Scanner<'a> {
+  /// `[item, ...]` (white space around each), each item read by `item`.
+  fn list<T>(&mut self, mut item: impl FnMut(&mut Self) -> Result<T, String>) -> Result<Vec<T>, String> {
+    let mut items = Vec::new();
+    self.space();
+    if self.byte() != Some(b'[') {
+      return Err("a list without its [".to_owned());
+    }
+    self.space();
+    if self.peek() == Some(b']') {
+      self.at += 1;
+      return Ok(items);
+    }
+    loop {
+      self.space();
+      items.push(item(self)?);
+      self.space();
+      match self.byte() {
+        Some(b',') => {}
+        Some(b']') => return Ok(items),
+        _ => return Err("a list item without , or ] after it".to_owned()),
+      }
+    }
+  }
+
   fn peek(&self) -> Option<u8> {
     self.bytes.get(self.at).copied()
   }
