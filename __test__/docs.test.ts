@@ -64,3 +64,21 @@ describe("the README's configuration table", () => {
     expect(section.replace(/§\d+/g, '').match(/\d+/g)).toEqual(null)
   })
 })
+
+describe("the README's stats() table", () => {
+  it("names every field of NativeStats (index.d.ts), in its order, and a real runtime reports no other", async () => {
+    const typings = readFileSync(join(root, 'index.d.ts'), 'utf8')
+    const body = typings.slice(typings.indexOf('export interface NativeStats {'))
+    const typed = [...body.slice(0, body.indexOf('\n}')).matchAll(/^  (\w+)\??: /gm)].map((field) => field[1])
+    const readme = readFileSync(join(root, 'README.md'), 'utf8')
+    const table = readme.slice(readme.indexOf('`runtime.stats()`'), readme.indexOf('## Isolation'))
+    // First column of each row: one field, or several joined by " / ".
+    const named = [...table.matchAll(/^\| ((?:`\w+`(?: \/ )?)+) \|/gm)].flatMap((row) => [...row[1].matchAll(/`(\w+)`/g)].map((name) => name[1]))
+    expect(named).toEqual(typed)
+    const { mount } = await import('./helpers.js')
+    const m = await mount({ isolateHosts: 1 })
+    const reported = Object.keys(m.runtime.stats())
+    await m.dispose()
+    expect(reported.filter((field) => !typed.includes(field))).toEqual([])
+  })
+})
