@@ -139,8 +139,8 @@ export interface NativeConfig {
   maxConcurrentRuns: number
   /**
    * Runs that may wait in the FIFO queue for admission; beyond it
-   * `run()` rejects with `the run queue is full (config.maxQueuedRuns);
-   * wait for runs to finish or raise the limit`.
+   * `run()` rejects, saying the queue is full (the exact message:
+   * docs/CONTRACT.md §1).
    */
   maxQueuedRuns: number
   /**

@@ -413,8 +413,8 @@ config_keys! {
     default: DefaultValue::Number(10_000.0),
     doc: [
       "Runs that may wait in the FIFO queue for admission; beyond it",
-      "`run()` rejects with `the run queue is full (config.maxQueuedRuns);",
-      "wait for runs to finish or raise the limit`.",
+      "`run()` rejects, saying the queue is full (the exact message:",
+      "docs/CONTRACT.md §1).",
     ],
   },
   prepared_isolates: f64 = Key {
