@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import os from 'node:os'
 import { Context } from '@deepseek-ai/cordis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest'
 import { mount, tools, until, V8CodeRuntime, type Mounted } from './helpers.js'
 
 describe('service shape', () => {
@@ -353,8 +353,16 @@ describe('abort and disposal', () => {
         return false // it ended between the listing and the read
       }
     }
-    const threads = () => readdirSync('/proc/self/task').filter((task) => named(`/proc/self/task/${task}/comm`, 'dsh-')).length
-    const hosts = () =>
+    const threadNames = () =>
+      readdirSync('/proc/self/task').flatMap((task) => {
+        try {
+          const name = readFileSync(`/proc/self/task/${task}/comm`, 'utf8').trim()
+          return name.startsWith('dsh-') ? [name] : []
+        } catch {
+          return [] // it ended between the listing and the read
+        }
+      })
+    const hostPids = () =>
       readdirSync('/proc').filter((pid) => {
         if (!/^\d+$/.test(pid) || !named(`/proc/${pid}/comm`, 'dsh-isolate-h')) return false
         try {
@@ -363,19 +371,31 @@ describe('abort and disposal', () => {
         } catch {
           return false
         }
-      }).length
+      })
     const ctx = new Context()
     const first = await ctx.plugin(V8CodeRuntime, {} as never)
     // Its prepared reserve is filled (one thread per prepared isolate) before counting.
     await until(() => (ctx.codeRuntime as unknown as V8CodeRuntime).stats().preparedIsolates === os.availableParallelism())
-    const before = { threads: threads(), hosts: hosts() }
-    expect(before.hosts).toBeGreaterThan(0)
+    const count = () => ({ threads: threadNames(), hosts: hostPids() })
+    const before = count()
+    expect(before.hosts.length).toBeGreaterThan(0)
     await expect(ctx.plugin(V8CodeRuntime, {} as never)).rejects.toThrow(/service "codeRuntime" has been registered/)
     // The refused provider's disposal may still be finishing (its thread
     // joins its hosts): wait until what it made is gone. A leak never
     // gets there, and the test times out. (At most `before`: a thread of
     // an earlier test's disposal, counted in `before`, may end meanwhile.)
-    await until(() => threads() <= before.threads && hosts() <= before.hosts)
+    // Should a leak keep this waiting until the suite's timeout, the
+    // failure says what was left: what it counted last, beside `before`
+    // and the first provider's own hosts.
+    let last = before
+    onTestFailed(() => {
+      const stats = (ctx.codeRuntime as unknown as V8CodeRuntime).stats()
+      console.error('second provider:', JSON.stringify({ before, last, firstHosts: stats.hostPids, restarts: stats.hostRestarts }))
+    })
+    await until(() => {
+      last = count()
+      return last.threads.length <= before.threads.length && last.hosts.length <= before.hosts.length
+    })
     expect(await ctx.codeRuntime.run({ program: 'return 1', bindings: [] })).toEqual({ logs: [], value: 1 })
     await first.dispose()
     expect(ctx.codeRuntime).toBeUndefined()
