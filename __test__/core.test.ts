@@ -374,27 +374,43 @@ describe('abort and disposal', () => {
       })
     const ctx = new Context()
     const first = await ctx.plugin(V8CodeRuntime, {} as never)
-    // Its prepared reserve is filled (one thread per prepared isolate) before counting.
-    await until(() => (ctx.codeRuntime as unknown as V8CodeRuntime).stats().preparedIsolates === os.availableParallelism())
+    const runtime = ctx.codeRuntime as unknown as V8CodeRuntime
     const count = () => ({ threads: threadNames(), hosts: hostPids() })
-    const before = count()
+    // The first provider settled: its prepared reserve filled (one thread
+    // per prepared isolate), and the hosts it names are the children alive
+    // (not one that has died while its replacement is on its way).
+    const settled = () => {
+      const stats = runtime.stats()
+      const alive = hostPids()
+      return (
+        stats.preparedIsolates === os.availableParallelism() &&
+        stats.hostPids.length === alive.length &&
+        stats.hostPids.every((pid) => alive.includes(String(pid)))
+      )
+    }
+    await until(settled)
+    let before = { ...count(), restarts: runtime.stats().hostRestarts }
     expect(before.hosts.length).toBeGreaterThan(0)
     await expect(ctx.plugin(V8CodeRuntime, {} as never)).rejects.toThrow(/service "codeRuntime" has been registered/)
-    // The refused provider's disposal may still be finishing (its thread
-    // joins its hosts): wait until what it made is gone. A leak never
+    // Whatever the refused provider made must be gone, once its disposal
+    // (if any) has finished: wait until the counts are back. A leak never
     // gets there, and the test times out. (At most `before`: a thread of
     // an earlier test's disposal, counted in `before`, may end meanwhile.)
-    // Should a leak keep this waiting until the suite's timeout, the
-    // failure says what was left: what it counted last, beside `before`
-    // and the first provider's own hosts.
+    // Should the first provider replace a host meanwhile (a missed
+    // heartbeat on a loaded machine), its settled state after that is the
+    // new baseline. Should a leak keep this waiting until the suite's
+    // timeout, the failure says what was left.
     let last = before
     onTestFailed(() => {
-      const stats = (ctx.codeRuntime as unknown as V8CodeRuntime).stats()
+      const stats = runtime.stats()
       console.error('second provider:', JSON.stringify({ before, last, firstHosts: stats.hostPids, restarts: stats.hostRestarts }))
     })
     await until(() => {
-      last = count()
-      return last.threads.length <= before.threads.length && last.hosts.length <= before.hosts.length
+      last = { ...count(), restarts: before.restarts }
+      if (last.threads.length <= before.threads.length && last.hosts.length <= before.hosts.length) return true
+      const restarts = runtime.stats().hostRestarts
+      if (restarts !== before.restarts && settled()) before = { ...count(), restarts }
+      return false
     })
     expect(await ctx.codeRuntime.run({ program: 'return 1', bindings: [] })).toEqual({ logs: [], value: 1 })
     await first.dispose()

@@ -963,7 +963,14 @@ fn supervise(supervisor: &Weak<Supervisor>) {
       match (&slot.host, slot.restart_at) {
         (Some(host), _) => {
           let silent = slot.last_heard.map_or(Duration::ZERO, |heard| now.saturating_duration_since(heard));
-          if silent >= supervisor.settings.unresponsive_after {
+          // A host still starting has as long as the first hosts have: a
+          // replacement started on a loaded machine is not silent, only slow.
+          let allowed = if slot.ready {
+            supervisor.settings.unresponsive_after
+          } else {
+            supervisor.settings.unresponsive_after.max(HOST_START_TIMEOUT)
+          };
+          if silent >= allowed {
             host.kill(HostEnd::Unresponsive { silent_ms: silent.as_millis() as u64 });
           } else if beating && slot.ready {
             host.send(&ToHost::StatsRequest { seq });
