@@ -346,25 +346,21 @@ describe('abort and disposal', () => {
     // The runtime's own threads (named dsh-*) and isolate hosts (child
     // processes of this one): Node's other threads (libuv, V8's platform,
     // vitest) come and go on their own.
-    const named = (path: string, prefix: string) => {
+    /** A task's or process's name, or '' once it has ended (between the listing and the read). */
+    const comm = (path: string) => {
       try {
-        return readFileSync(path, 'utf8').startsWith(prefix)
+        return readFileSync(path, 'utf8').trim()
       } catch {
-        return false // it ended between the listing and the read
+        return ''
       }
     }
     const threadNames = () =>
-      readdirSync('/proc/self/task').flatMap((task) => {
-        try {
-          const name = readFileSync(`/proc/self/task/${task}/comm`, 'utf8').trim()
-          return name.startsWith('dsh-') ? [name] : []
-        } catch {
-          return [] // it ended between the listing and the read
-        }
-      })
+      readdirSync('/proc/self/task')
+        .map((task) => comm(`/proc/self/task/${task}/comm`))
+        .filter((name) => name.startsWith('dsh-'))
     const hostPids = () =>
       readdirSync('/proc').filter((pid) => {
-        if (!/^\d+$/.test(pid) || !named(`/proc/${pid}/comm`, 'dsh-isolate-h')) return false
+        if (!/^\d+$/.test(pid) || !comm(`/proc/${pid}/comm`).startsWith('dsh-isolate-h')) return false
         try {
           const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
           return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid
@@ -400,13 +396,13 @@ describe('abort and disposal', () => {
     // heartbeat on a loaded machine), its settled state after that is the
     // new baseline. Should a leak keep this waiting until the suite's
     // timeout, the failure says what was left.
-    let last = before
+    let last = count()
     onTestFailed(() => {
       const stats = runtime.stats()
       console.error('second provider:', JSON.stringify({ before, last, firstHosts: stats.hostPids, restarts: stats.hostRestarts }))
     })
     await until(() => {
-      last = { ...count(), restarts: before.restarts }
+      last = count()
       if (last.threads.length <= before.threads.length && last.hosts.length <= before.hosts.length) return true
       const restarts = runtime.stats().hostRestarts
       if (restarts !== before.restarts && settled()) before = { ...count(), restarts }
