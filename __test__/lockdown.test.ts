@@ -94,14 +94,18 @@ describe('a locked-down host, seen from outside', () => {
     }
   })
 
-  it('holds no descriptor but its channel and stdio', async () => {
+  it('holds no descriptor but its channel, its journal and stdio', async () => {
     for (const pid of await busyHosts()) {
       const channel = readlinkSync(`/proc/${pid}/fd/0`)
       expect(channel).toMatch(/^socket:\[\d+\]$/)
       const targets = readdirSync(`/proc/${pid}/fd`).map((fd) => [fd, readlinkSync(`/proc/${pid}/fd/${fd}`)])
+      // The journal (dsh_protocol::frame::JOURNAL_FD): one other socket.
+      const journal = targets.filter(([, target]) => target !== channel && /^socket:\[\d+\]$/.test(target))
+      expect(journal.map(([fd]) => fd)).toEqual(['3'])
       for (const [fd, target] of targets) {
         if (fd === '1') expect(target).toBe('/dev/null')
         else if (fd === '2') expect(target).toMatch(/^pipe:\[\d+\]$/)
+        else if (fd === '3') continue
         // The channel, and the host's second handle on it (its writers').
         else expect({ fd, target }).toEqual({ fd, target: channel })
       }

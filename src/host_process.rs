@@ -13,11 +13,12 @@ use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 
+use dsh_protocol::frame::JOURNAL_FD;
 use dsh_protocol::lock::lock;
 
 /// The host executable's file name (package.json's `napi.isolateHost`, via
@@ -47,35 +48,61 @@ pub fn host_executable() -> Result<PathBuf, String> {
   Ok(dir.join(HOST_EXECUTABLE))
 }
 
-/// A started host: its process, its channel, its standard error.
+/// A started host: its process, its channel, its journal, its standard
+/// error.
 pub struct Spawned {
   pub child: Child,
   /// The harness's end of the channel.
   pub channel: UnixStream,
+  /// The harness's end of the journal (`dsh_protocol::frame`).
+  pub journal: UnixStream,
   pub stderr: StderrTail,
 }
 
 /// Start a host. Its environment is empty (it holds no secret of the
 /// harness's), its working directory `/`, its standard input the channel,
-/// its standard output nothing; it is told the harness's pid, so that it
-/// can tell when the harness has gone (see `main.rs` of the host).
+/// its standard output nothing, its `JOURNAL_FD` the journal; it is told
+/// the harness's pid, so that it can tell when the harness has gone (see
+/// `main.rs` of the host).
 pub fn spawn(executable: &PathBuf) -> Result<Spawned, String> {
   let (channel, host_end) = UnixStream::pair().map_err(|error| format!("no channel for the isolate host: {error}"))?;
-  let mut child = Command::new(executable)
+  let (journal, host_journal) =
+    UnixStream::pair().map_err(|error| format!("no journal for the isolate host: {error}"))?;
+  let host_journal_fd = host_journal.as_raw_fd();
+  let mut command = Command::new(executable);
+  command
     .arg(std::process::id().to_string())
     .env_clear()
     .current_dir("/")
     .stdin(Stdio::from(OwnedFd::from(host_end)))
     .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    // No path in the message: it may reach a model, in the runs it fails.
-    .map_err(|error| format!("the isolate host could not be started: {error}"))?;
+    .stderr(Stdio::piped());
+  // SAFETY: the closure runs in the child between fork and exec, after
+  // its stdio is in place, and makes only async-signal-safe calls (dup2,
+  // fcntl) on descriptors the child inherited: `host_journal_fd` is open
+  // there, since `host_journal` lives until `spawn` returns.
+  unsafe {
+    command.pre_exec(move || {
+      if host_journal_fd == JOURNAL_FD {
+        // Already in place: only its close-on-exec flag must go.
+        if libc::fcntl(JOURNAL_FD, libc::F_SETFD, 0) == -1 {
+          return Err(std::io::Error::last_os_error());
+        }
+      } else if libc::dup2(host_journal_fd, JOURNAL_FD) == -1 {
+        return Err(std::io::Error::last_os_error());
+      }
+      Ok(())
+    });
+  }
+  let spawned = command.spawn();
+  drop(host_journal);
+  // No path in the message: it may reach a model, in the runs it fails.
+  let mut child = spawned.map_err(|error| format!("the isolate host could not be started: {error}"))?;
   let stderr = match child.stderr.take() {
     Some(pipe) => StderrTail::follow(pipe),
     None => StderrTail::default(),
   };
-  Ok(Spawned { child, channel, stderr })
+  Ok(Spawned { child, channel, journal, stderr })
 }
 
 /// The last bytes a host wrote to its standard error, read by a thread of

@@ -16,7 +16,8 @@
 //! A host's end is a run outcome, never the harness's. Runs that had
 //! started on it settle `worker-exit` with a message naming what happened
 //! and the logs they wrote (the harness replays each run's ledger from the
-//! streamed entries, so nothing written is lost); runs placed on it that
+//! entries in the host's journal, which are in the kernel as soon as they
+//! are written, so nothing written is lost); runs placed on it that
 //! had not started go back to the front of the queue, for the other hosts
 //! (at most [`MAX_PLACEMENTS`] placements). Deaths that follow each other
 //! quickly (a program that kills every host it lands on, retried) back off
@@ -26,7 +27,8 @@
 //!
 //! Who does what: Node's main thread submits, aborts, replies and asks for
 //! stats; the reader thread of each host turns its frames into record
-//! updates, host calls and results; the supervisor thread sends heartbeats,
+//! updates, host calls and results, reading the host's journal before each
+//! frame of its channel and once the host has ended; the supervisor thread sends heartbeats,
 //! kills a host that stops answering, starts replacements and times out
 //! runs waiting in the queue.
 
@@ -40,7 +42,7 @@ use std::time::{Duration, Instant};
 use dsh_protocol::config::RuntimeConfig;
 use dsh_protocol::failure::{failure, StopReason};
 use dsh_protocol::frame::{encode_submit, FromHost, HostStats, Reply, ToHost};
-use dsh_protocol::inbox::{Inbox, Next};
+use dsh_protocol::inbox::{Inbox, Next, Ready};
 use dsh_protocol::ledger::{Completion, FailureKind, Outcomes, Output, OutputLedger};
 use dsh_protocol::lock::lock;
 use dsh_protocol::protections::{Protection, Protections};
@@ -151,6 +153,10 @@ struct Host {
   /// The reading end of its channel: its reader thread reads every frame;
   /// Node's main thread, lingering for a call, may take calls itself.
   inbox: Inbox,
+  /// The reading end of its journal (its runs' starts and log entries),
+  /// read by its reader thread before each frame of the channel and once
+  /// the host has ended (`dsh_protocol::frame`).
+  journal: Inbox,
   child: Mutex<Child>,
   stderr: StderrTail,
   born: Instant,
@@ -326,7 +332,7 @@ impl Supervisor {
   /// takes it from there.
   fn start_host(self: &Arc<Self>, state: &mut State, slot: usize) -> Result<(), String> {
     state.slots[slot].restart_at = None;
-    let Spawned { mut child, channel, stderr } = match spawn(&self.settings.executable) {
+    let Spawned { mut child, channel, journal, stderr } = match spawn(&self.settings.executable) {
       Ok(spawned) => spawned,
       Err(message) => {
         state.last_host_end = Some(message.clone());
@@ -353,6 +359,7 @@ impl Supervisor {
       pid: child.id(),
       link,
       inbox,
+      journal: Inbox::new(journal),
       child: Mutex::new(child),
       stderr,
       born: Instant::now(),
@@ -632,9 +639,13 @@ impl Supervisor {
     Some(Delivery { deliver: record.deliver, end: RunEnd::Output(output) })
   }
 
-  /// One frame from `host`. An error is a protocol violation: the host is
-  /// ended for it.
-  fn receive(&self, host: &Arc<Host>, message: FromHost) -> Result<(), String> {
+  /// One frame from `host`, read from its journal (`from_journal`) or its
+  /// channel. An error is a protocol violation: the host is ended for it.
+  fn receive(&self, host: &Arc<Host>, message: FromHost, from_journal: bool) -> Result<(), String> {
+    if message.is_journal_entry() != from_journal {
+      let (stream, belongs) = if from_journal { ("journal", "channel") } else { ("channel", "journal") };
+      return Err(format!("a frame of the {belongs} on the {stream}"));
+    }
     let mut state = lock(&self.state);
     if state.host(host.generation).is_none() {
       return Err("a frame from a host that was replaced".to_owned());
@@ -717,6 +728,9 @@ impl Supervisor {
           (record.deliver)(RunEnd::Refused);
         }
       }
+      // The journal was read before this frame was handled: the room the
+      // host waits for is there.
+      FromHost::JournalFull => {}
       FromHost::Stats { seq, stats } => {
         if seq > state.stats_asked {
           return Err(format!("stats for request {seq}, which was never sent"));
@@ -743,7 +757,7 @@ impl Supervisor {
       let mut violation = None;
       host.inbox.try_take(FromHost::CALLS_TAG, |frame| {
         let received =
-          FromHost::decode(frame).map_err(|error| error.0).and_then(|message| self.receive(&host, message));
+          FromHost::decode(frame).map_err(|error| error.0).and_then(|message| self.receive(&host, message, false));
         violation = received.err();
       });
       if let Some(error) = violation {
@@ -897,8 +911,12 @@ fn read_host(supervisor: &Weak<Supervisor>, host: &Arc<Host>) {
       Err(_) => break None,
     };
     let Some(supervisor) = supervisor.upgrade() else { break None };
+    // What the host wrote to its journal before this frame comes first.
+    if let Err(error) = read_journal(&supervisor, host) {
+      break Some(error);
+    }
     let received =
-      FromHost::decode(&frame).map_err(|error| error.0).and_then(|message| supervisor.receive(host, message));
+      FromHost::decode(&frame).map_err(|error| error.0).and_then(|message| supervisor.receive(host, message, false));
     if let Err(error) = received {
       break Some(error);
     }
@@ -917,7 +935,25 @@ fn read_host(supervisor: &Weak<Supervisor>, host: &Arc<Host>) {
   let end =
     lock(&host.killed_for).take().unwrap_or_else(|| HostEnd::Exited { status, stderr: host.stderr.finished_text() });
   if let Some(supervisor) = supervisor.upgrade() {
+    // Everything it wrote to its journal is there now: its runs' starts
+    // decide which are placed again, their log entries are kept. A journal
+    // that breaks off (a host that died writing, or lies) ends there.
+    let _ = read_journal(&supervisor, host);
     supervisor.host_ended(host, end);
+  }
+}
+
+/// Handle every whole frame waiting in `host`'s journal; never waits for
+/// more. An error is a protocol violation.
+fn read_journal(supervisor: &Supervisor, host: &Arc<Host>) -> Result<(), String> {
+  let mut frame = Vec::new();
+  loop {
+    let _reading = match host.journal.next_ready(&mut frame) {
+      Ok(Ready::Frame(reading)) => reading,
+      Ok(Ready::Empty | Ready::Ended) => return Ok(()),
+      Err(error) => return Err(format!("its journal: {error}")),
+    };
+    FromHost::decode(&frame).map_err(|error| error.0).and_then(|message| supervisor.receive(host, message, true))?;
   }
 }
 
@@ -1029,10 +1065,12 @@ mod tests {
     RuntimeConfig::small()
   }
 
-  /// A host that speaks the protocol until the first run arrives, says it
-  /// started, then sends `hostile` (hex, `RUN` standing for the run id as
-  /// the wire writes it) and waits for the end of the channel or Shutdown:
-  /// a host taken over by a program, as far as the harness can tell.
+  /// A host that speaks the protocol until the first run arrives, says in
+  /// its journal that it started, then sends `hostile` (hex, `RUN`
+  /// standing for the run id as the wire writes it; on the channel, or
+  /// after `journal:` on the journal, followed by `JournalFull` on the
+  /// channel) and waits for the end of the channel or Shutdown: a host
+  /// taken over by a program, as far as the harness can tell.
   fn hostile_host(name: &str, hostile: &str) -> PathBuf {
     hostile_host_protected(name, Protections::all(), hostile)
   }
@@ -1060,13 +1098,19 @@ read_frame()
 os.write(0, struct.pack('<IBI', 5, 1, {protections}))
 frame = read_frame()
 run = frame[1:5]
-os.write(0, struct.pack('<IB', 5, 2) + run)
-os.write(0, bytes.fromhex('{hostile}'.replace('RUN', run.hex())))
+os.write({journal}, struct.pack('<IB', 5, 2) + run)
+hostile = '{hostile}'
+if hostile.startswith('journal:'):
+    os.write({journal}, bytes.fromhex(hostile[8:].replace('RUN', run.hex())))
+    os.write(0, struct.pack('<IB', 1, 8))
+else:
+    os.write(0, bytes.fromhex(hostile.replace('RUN', run.hex())))
 while read_frame()[0] != 6:
     pass
 "#,
       python = python.display(),
       protections = protections.bits(),
+      journal = dsh_protocol::frame::JOURNAL_FD,
     );
     let dir = std::env::temp_dir().join(format!("dsh-hostile-host-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -1109,7 +1153,11 @@ while read_frame()[0] != 6:
       ("field-cut-short", "03000000020102"),
       ("bytes-left-over", "0600000002RUN00"),
       ("frame-too-long", "01000080ff"),
-      ("log-for-another-run", "0b00000003e7030000010000004100"),
+      ("log-for-another-run", "journal:0b00000003e7030000010000004100"),
+      // Each stream carries its own frames only.
+      ("log-on-the-channel", "0b00000003RUN010000004100"),
+      ("finished-on-the-journal", "journal:0600000005RUN00"),
+      ("journal-frame-too-long", "journal:01000080ff"),
       ("finished-with-an-unknown-completion", "0600000005RUN09"),
       ("stats-never-asked-for", "4100000007ffffffffffffffff0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"),
       ("ready-twice", "05000000013f000000"),

@@ -84,17 +84,19 @@ pub fn seal(applied: &mut Protections) {
   }
 }
 
-/// Close every descriptor but the channel (0) and stdio (1, 2), whatever
-/// the process that started the host left open without `O_CLOEXEC`.
+/// Close every descriptor but the channel (0), stdio (1, 2) and the
+/// journal (`JOURNAL_FD`, the last the harness hands over), whatever the
+/// process that started the host left open without `O_CLOEXEC`.
 fn close_inherited_descriptors() {
+  const FIRST_INHERITED: i32 = dsh_protocol::frame::JOURNAL_FD + 1;
   // SAFETY: close_range closes descriptors this process owns; nothing in
-  // the host holds one above 2 yet (this runs first in main).
-  let closed = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) } == 0;
+  // the host holds one above the journal yet (this runs first in main).
+  let closed = unsafe { libc::syscall(libc::SYS_close_range, FIRST_INHERITED as u32, u32::MAX, 0u32) } == 0;
   if !closed {
     // Kernels before 5.9: one by one, up to the descriptor limit.
     // SAFETY: sysconf has no preconditions.
-    let limit = unsafe { libc::sysconf(libc::_SC_OPEN_MAX) }.clamp(3, 1 << 20) as i32;
-    for fd in 3..limit {
+    let limit = unsafe { libc::sysconf(libc::_SC_OPEN_MAX) }.clamp(FIRST_INHERITED.into(), 1 << 20) as i32;
+    for fd in FIRST_INHERITED..limit {
       // SAFETY: as above; a descriptor that is not open gives EBADF.
       unsafe { libc::close(fd) };
     }
@@ -260,7 +262,7 @@ mod tests {
     assert!(pid >= 0);
     if pid == 0 {
       // The child: its report goes to fd 1, where the host's stdout is;
-      // lockdown closes everything above 2.
+      // lockdown closes everything above the journal.
       // SAFETY: dup2 and close on descriptors this child owns.
       unsafe {
         libc::dup2(fds[1], 1);

@@ -3,7 +3,8 @@
 //! nothing in its environment and `/` as its working directory, and
 //! speaks `dsh_protocol::frame` over it: a `Configure` frame first, then
 //! submissions, aborts, replies and stats requests; the host answers with
-//! `Ready`, then each run's start, log entries, host calls and result.
+//! `Ready`, then each run's host calls and result. Each run's start and
+//! log entries go to the journal (`JOURNAL_FD`), which nobody waits on.
 //!
 //! Before any program runs, the host locks itself down (`lockdown`): no
 //! file system, network, other process or privilege; its `Ready` says
@@ -16,7 +17,7 @@
 //! would leave a run that never settles.
 
 use std::io::Write;
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,7 +31,7 @@ use dsh_isolate_host::lockdown;
 use dsh_isolate_host::run::{RunEvents, RunJob};
 use dsh_isolate_host::scheduler::{Scheduler, Submission};
 use dsh_isolate_host::{platform, StopReason};
-use dsh_protocol::frame::{FromHost, Reply, ToHost};
+use dsh_protocol::frame::{FromHost, Reply, ToHost, JOURNAL_FD};
 use dsh_protocol::inbox::{Inbox, Next};
 use dsh_protocol::ledger::{FailureKind, OutputLedger};
 
@@ -46,11 +47,73 @@ impl Channel {
   fn send(&self, message: &FromHost) {
     let mut frame = Vec::new();
     message.encode(&mut frame);
-    self.send_frame(&frame);
+    if lock(&self.stream).write_all(&frame).is_err() {
+      gone();
+    }
   }
+}
 
-  fn send_frame(&self, frame: &[u8]) {
-    if lock(&self.stream).write_all(frame).is_err() {
+/// The host's end of its journal (`dsh_protocol::frame`): each run's start
+/// and log entries, written by the run's thread as they happen. Nobody
+/// waits on it, so a write wakes nobody; the harness reads it before each
+/// frame of the channel and once the host has ended. Each frame is written
+/// whole under the lock, so frames never interleave.
+struct Journal {
+  stream: Mutex<UnixStream>,
+  /// The channel, to say the journal is full.
+  channel: Arc<Channel>,
+}
+
+impl Journal {
+  fn write(&self, frame: &[u8]) {
+    let stream = lock(&self.stream);
+    let mut written = 0;
+    while written < frame.len() {
+      // SAFETY: the pointer and length describe the live slice
+      // `frame[written..]`, and the fd is the journal's socket, open while
+      // `stream` is borrowed.
+      let sent = unsafe {
+        libc::send(
+          stream.as_raw_fd(),
+          frame[written..].as_ptr().cast(),
+          frame.len() - written,
+          libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+      };
+      if sent > 0 {
+        written += sent as usize;
+        continue;
+      }
+      match std::io::Error::last_os_error().kind() {
+        std::io::ErrorKind::Interrupted => {}
+        // Full: the harness reads the journal before it handles the frame
+        // that says so, so once that frame is sent, room comes (or the
+        // harness is gone, and the poll says so).
+        std::io::ErrorKind::WouldBlock => {
+          self.channel.send(&FromHost::JournalFull);
+          wait_writable(&stream);
+        }
+        _ => gone(),
+      }
+    }
+  }
+}
+
+/// Block until `stream` can take bytes again; end the host if the
+/// harness's end has gone.
+fn wait_writable(stream: &UnixStream) {
+  let mut poll = libc::pollfd { fd: stream.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+  loop {
+    // SAFETY: `poll` is one valid pollfd for the duration of the call, and
+    // its fd is the journal's socket, open while `stream` is borrowed.
+    let ready = unsafe { libc::poll(&mut poll, 1, -1) };
+    if ready > 0 && poll.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
+      gone();
+    }
+    if ready > 0 {
+      return;
+    }
+    if ready < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
       gone();
     }
   }
@@ -63,24 +126,26 @@ fn gone() -> ! {
   unsafe { libc::_exit(0) }
 }
 
-/// Runs report to the harness through the channel.
-struct ChannelEvents {
-  channel: Arc<Channel>,
+/// Runs report their start and their log entries in the journal.
+struct JournalEvents {
+  journal: Journal,
   /// A log entry longer than this many units can never be admitted by the
   /// ledger (each unit is at least one JSON byte); only this much of it
   /// crosses, which decides the same for the harness's replay.
   max_log_units: usize,
 }
 
-impl RunEvents for ChannelEvents {
+impl RunEvents for JournalEvents {
   fn started(&self, run_id: u32) {
-    self.channel.send(&FromHost::Started { run_id });
+    let mut frame = Vec::new();
+    FromHost::Started { run_id }.encode(&mut frame);
+    self.journal.write(&frame);
   }
 
   fn log(&self, run_id: u32, text: &[u16]) {
     let mut frame = Vec::with_capacity(16 + text.len().min(self.max_log_units) * 2);
     dsh_protocol::frame::encode_log(&mut frame, run_id, &text[..text.len().min(self.max_log_units)]);
-    self.channel.send_frame(&frame);
+    self.journal.write(&frame);
   }
 }
 
@@ -106,6 +171,11 @@ fn main() {
   let stream = unsafe { UnixStream::from_raw_fd(0) };
   let Ok(write_half) = stream.try_clone() else { gone() };
   let channel = Arc::new(Channel { stream: Mutex::new(write_half) });
+  // SAFETY: the harness starts this process with the journal, a Unix
+  // stream socket, at JOURNAL_FD, which `before_threads` kept open and
+  // nothing else owns.
+  let journal = unsafe { UnixStream::from_raw_fd(JOURNAL_FD) };
+  let journal = Journal { stream: Mutex::new(journal), channel: channel.clone() };
   let inbox = Arc::new(Inbox::new(stream));
   let mut frame = Vec::new();
 
@@ -143,7 +213,7 @@ fn main() {
     }));
   }
   let max_log_units = usize::try_from(config.max_output_bytes).unwrap_or(usize::MAX);
-  let events = Arc::new(ChannelEvents { channel: channel.clone(), max_log_units });
+  let events = Arc::new(JournalEvents { journal, max_log_units });
   let scheduler = match Scheduler::start(config.clone(), runs.clone(), bridge.clone(), events) {
     Ok(scheduler) => scheduler,
     Err(error) => {

@@ -2,6 +2,21 @@
 //! message either side sends, and how it is framed. This file is the one
 //! declaration of the protocol; both sides encode and decode through it.
 //!
+//! A host has two streams to the harness, each a Unix socket. The
+//! **channel** (the host's standard input) carries everything both ways
+//! that someone acts on when it arrives; the harness's reader thread waits
+//! on it. The **journal** ([`JOURNAL_FD`], host to harness only) carries
+//! what the harness needs only by the time a run ends or its host dies: a
+//! run's start and its log entries ([`FromHost::is_journal_entry`]). Nobody
+//! waits on the journal, so writing to it wakes nobody (a `console.log`
+//! costs the run one write, not a thread hop in the harness), and what was
+//! written is in the kernel, so a host that dies loses none of it. The
+//! harness reads the journal before it handles each frame of the channel
+//! (so everything a host wrote there before a frame is handled before that
+//! frame), and once more when the host has ended. Should the journal's
+//! buffer fill, the host says so on the channel ([`FromHost::JournalFull`])
+//! and waits until it can write again.
+//!
 //! A frame is `len: u32` (the bytes that follow), `tag: u8`, then the
 //! message's fields in order: integers and floats little-endian, text as
 //! `u32 length + UTF-8 bytes`, text that may hold lone surrogates (log
@@ -22,6 +37,11 @@ use crate::config::RuntimeConfig;
 use crate::ledger::{Completion, FailureKind};
 use crate::out_of_band::{check_places, RawString};
 use crate::protections::Protections;
+
+/// The host's file descriptor of the journal (see the module doc): the
+/// harness places the host's end there when it starts the host, and the
+/// host keeps it when it closes every other descriptor it inherited.
+pub const JOURNAL_FD: i32 = 3;
 
 /// The largest frame either side accepts: a V8 string holds at most 2^29
 /// UTF-16 units, so no single text a program can make needs more.
@@ -95,13 +115,16 @@ pub enum FromHost {
   /// The host is initialised, locked down, and takes runs: the
   /// protections in effect (sent before any program ran in it).
   Ready { protections: Protections },
-  /// The run is about to execute program code: from here on, the host's
-  /// death is the run's outcome; before it, the run can be placed again.
+  /// On the journal. The run is about to execute program code: from here
+  /// on, the host's death is the run's outcome; before it, the run can be
+  /// placed again.
   Started { run_id: u32 },
-  /// A log entry the program wrote, sent as it is written, so that a host
-  /// that dies loses none. Every entry the run's ledger was offered, in
-  /// order (cut to the cap: a longer one can never be admitted).
+  /// On the journal. A log entry the program wrote, sent as it is written,
+  /// so that a host that dies loses none. Every entry the run's ledger was
+  /// offered, in order (cut to the cap: a longer one can never be admitted).
   Log { run_id: u32, text: Vec<u16> },
+  /// The journal's buffer is full and a run waits to write to it: read it.
+  JournalFull,
   /// Calls from programs to host functions.
   Calls(Vec<HostCall>),
   /// The run finished: its completion, as its ledger settled it.
@@ -349,6 +372,7 @@ const CALLS: u8 = 4;
 const FINISHED: u8 = 5;
 const REFUSED: u8 = 6;
 const STATS: u8 = 7;
+const JOURNAL_FULL: u8 = 8;
 
 // Encodings of an out-of-band string inside CALLS.
 const LATIN1: u8 = 0;
@@ -512,6 +536,13 @@ impl FromHost {
   /// waiting for a run's next call, may take off the channel itself (`inbox`).
   pub const CALLS_TAG: u8 = CALLS;
 
+  /// Whether this message travels on the journal (see the module doc);
+  /// every other one travels on the channel. One on the wrong stream breaks
+  /// the protocol.
+  pub fn is_journal_entry(&self) -> bool {
+    matches!(self, FromHost::Started { .. } | FromHost::Log { .. })
+  }
+
   /// Append this message as one frame.
   pub fn encode(&self, out: &mut Vec<u8>) {
     match self {
@@ -549,6 +580,7 @@ impl FromHost {
         }
       }
       FromHost::Refused { run_id } => FrameWriter::new(out, REFUSED).u32(*run_id).finish(),
+      FromHost::JournalFull => FrameWriter::new(out, JOURNAL_FULL).finish(),
       FromHost::Stats { seq, stats } => stats.encode(FrameWriter::new(out, STATS).u64(*seq)).finish(),
     }
   }
@@ -617,6 +649,7 @@ impl FromHost {
         FromHost::Finished { run_id, completion }
       }
       REFUSED => FromHost::Refused { run_id: fields.u32()? },
+      JOURNAL_FULL => FromHost::JournalFull,
       STATS => FromHost::Stats { seq: fields.u64()?, stats: HostStats::decode(&mut fields)? },
       tag => return Err(ProtocolError(format!("unknown frame tag {tag} from a host"))),
     };
@@ -792,6 +825,7 @@ mod tests {
       completion: Completion::Failure { kind: FailureKind::OutputLimit, message: vec![0x41] },
     });
     round_trip_from_host(FromHost::Refused { run_id: 5 });
+    round_trip_from_host(FromHost::JournalFull);
     round_trip_from_host(FromHost::Stats {
       seq: 3,
       stats: HostStats { queued: 1, cpu_ms: 2.5, ..HostStats::default() },

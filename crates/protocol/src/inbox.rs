@@ -81,9 +81,13 @@ impl Buffered {
   /// Room for at least [`READ_CHUNK`] more bytes after `end`.
   fn room(&mut self) -> &mut [u8] {
     if self.bytes.len() - self.end < READ_CHUNK {
-      self.bytes.copy_within(self.start..self.end, 0);
-      self.end -= self.start;
-      self.start = 0;
+      // (Nothing to move when the head is already at the start: a long
+      // frame arriving in many reads is never copied onto itself.)
+      if self.start > 0 {
+        self.bytes.copy_within(self.start..self.end, 0);
+        self.end -= self.start;
+        self.start = 0;
+      }
       if self.bytes.len() - self.end < READ_CHUNK {
         self.bytes.resize(self.end + READ_CHUNK, 0);
       }
@@ -132,6 +136,16 @@ fn frame_len(head: &[u8]) -> io::Result<Option<usize>> {
 pub enum Next<'a> {
   /// A frame (its tag and fields), handled while this guard is held.
   Frame(InboxGuard<'a>),
+  /// The stream ended between frames.
+  Ended,
+}
+
+/// What the owner of a stream nobody waits on found ([`Inbox::next_ready`]).
+pub enum Ready<'a> {
+  /// A frame (its tag and fields), handled while this guard is held.
+  Frame(InboxGuard<'a>),
+  /// No whole frame is here now (part of one may be, kept for later).
+  Empty,
   /// The stream ended between frames.
   Ended,
 }
@@ -188,6 +202,29 @@ impl Inbox {
       // thread may take what wakes this one; then this waits again).
       drop(reading);
       self.wait_readable()?;
+    }
+  }
+
+  /// The owner of a stream that nobody waits on (the harness's end of a
+  /// host's journal, `frame.rs`): the next whole frame, if one is here or
+  /// can be read without waiting, moved into `frame` under the lock as
+  /// [`Inbox::next`] does. Never blocks: what has arrived of a frame is
+  /// kept until the rest comes (a long one grows the buffer only with the
+  /// bytes that actually arrive). An error ends the stream, as there.
+  pub fn next_ready<'a>(&'a self, frame: &mut Vec<u8>) -> io::Result<Ready<'a>> {
+    let mut reading = crate::lock::lock(&self.reading);
+    loop {
+      if let Some(len) = reading.whole_frame()? {
+        reading.pop_into(len, frame);
+        return Ok(Ready::Frame(InboxGuard { _reading: reading }));
+      }
+      match recv(&self.stream, reading.room(), libc::MSG_DONTWAIT) {
+        Ok(0) if reading.unhandled().is_empty() => return Ok(Ready::Ended),
+        Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame")),
+        Ok(read) => reading.end += read,
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(Ready::Empty),
+        Err(error) => return Err(error),
+      }
     }
   }
 
@@ -410,6 +447,45 @@ mod tests {
     assert!(inbox.next(&mut frame).is_err());
     // The buffer grew with the bytes, not with the claim.
     assert!(frame.capacity() < 1 << 20, "{} bytes reserved", frame.capacity());
+  }
+
+  #[test]
+  fn a_stream_nobody_waits_on_hands_out_what_is_whole_and_keeps_the_rest() {
+    let (mut writer, reader) = UnixStream::pair().unwrap();
+    let inbox = Inbox::new(reader);
+    let mut frame = Vec::new();
+    let next = |frame: &mut Vec<u8>| match inbox.next_ready(frame).unwrap() {
+      Ready::Frame(_guard) => Some(FromHost::decode(frame).unwrap()),
+      Ready::Empty => None,
+      Ready::Ended => panic!("ended"),
+    };
+    assert_eq!(next(&mut frame), None);
+    let log = FromHost::Log { run_id: 1, text: vec![104, 105] };
+    let mut burst = frame_of(&FromHost::Started { run_id: 1 });
+    let whole_log = frame_of(&log);
+    burst.extend_from_slice(&whole_log[..6]);
+    writer.write_all(&burst).unwrap();
+    assert_eq!(next(&mut frame), Some(FromHost::Started { run_id: 1 }));
+    // Part of a frame: nothing yet, and nothing lost.
+    assert_eq!(next(&mut frame), None);
+    writer.write_all(&whole_log[6..]).unwrap();
+    assert_eq!(next(&mut frame), Some(log));
+    // A long frame arriving in pieces, each read as it comes (no wait).
+    let long = FromHost::Log { run_id: 2, text: vec![120; 3 * READ_CHUNK] };
+    let bytes = frame_of(&long);
+    for piece in bytes.chunks(100_000) {
+      assert_eq!(next(&mut frame), None);
+      writer.write_all(piece).unwrap();
+    }
+    assert_eq!(next(&mut frame), Some(long));
+    // The end between frames is the end; inside one, an error.
+    drop(writer);
+    assert!(matches!(inbox.next_ready(&mut frame).unwrap(), Ready::Ended));
+    let (mut writer, reader) = UnixStream::pair().unwrap();
+    let inbox = Inbox::new(reader);
+    writer.write_all(&whole_log[..6]).unwrap();
+    drop(writer);
+    assert!(inbox.next_ready(&mut frame).is_err());
   }
 
   #[test]
