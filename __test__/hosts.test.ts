@@ -107,6 +107,29 @@ describe('a host that dies is an outcome of its runs', () => {
     await healthy()
   })
 
+  it('a host killed after writing more log than its journal holds: every entry is kept, in order', async () => {
+    // ~6 MiB in 3000 entries and one 2 MiB entry: many times what the
+    // journal's socket buffers hold, so the run waits for the harness to
+    // read the journal (JournalFull) over and over before it reaches the
+    // tool; then the host dies with the run waiting.
+    const { bindings, waiting } = neverAnswers()
+    const program = `
+      for (let i = 0; i < 3000; i++) console.log(i + ':' + 'e'.repeat(1400))
+      console.log('x'.repeat(2 << 20))
+      console.log('last')
+      await tools.wait({})
+      return 1`
+    const pending = m.run(program, { bindings })
+    await waiting
+    for (const pid of hostPids(m)) process.kill(pid, 'SIGKILL')
+    const result = await pending
+    const expected = [...Array.from({ length: 3000 }, (_, i) => `${i}:${'e'.repeat(1400)}`), 'x'.repeat(2 << 20), 'last']
+    expect(result.error?.kind).toBe('worker-exit')
+    expect(result.logs.length).toBe(expected.length)
+    expect(result.logs).toEqual(expected)
+    await healthy()
+  })
+
   it('a host that stops answering (SIGSTOP) is killed and replaced', async () => {
     const quick = await mount({ hostUnresponsiveMs: 300, isolateHosts: 1 })
     const { bindings, waiting } = neverAnswers()
