@@ -20,6 +20,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use dsh_protocol::frame::JOURNAL_FD;
 use dsh_protocol::lock::lock;
+use dsh_protocol::socket::send_now;
 
 /// The host executable's file name (package.json's `napi.isolateHost`, via
 /// build.rs); it ships beside the addon's `.node` file (in the platform
@@ -284,23 +285,14 @@ impl HostLink {
     }
     let mut sent = 0;
     while sent < frames.len() {
-      // SAFETY: the pointer and length describe the live slice `frames[sent..]`,
-      // and the fd is this link's socket, open while `self` is.
-      let written = unsafe {
-        libc::send(
-          self.stream.as_raw_fd(),
-          frames[sent..].as_ptr().cast(),
-          frames.len() - sent,
-          libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-        )
+      let error = match send_now(&self.stream, &frames[sent..]) {
+        Ok(written) => {
+          sent += written;
+          continue;
+        }
+        Err(error) => error,
       };
-      if written > 0 {
-        sent += written as usize;
-        continue;
-      }
-      let error = std::io::Error::last_os_error();
       match error.kind() {
-        std::io::ErrorKind::Interrupted => continue,
         std::io::ErrorKind::WouldBlock => {
           backlog.bytes.extend_from_slice(&frames[sent..]);
           backlog.flushing = true;

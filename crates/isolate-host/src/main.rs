@@ -34,6 +34,7 @@ use dsh_isolate_host::{platform, StopReason};
 use dsh_protocol::frame::{FromHost, Reply, ToHost, JOURNAL_FD};
 use dsh_protocol::inbox::{Inbox, Next};
 use dsh_protocol::ledger::{FailureKind, OutputLedger};
+use dsh_protocol::socket::send_now;
 
 /// The host's end of the channel, written by every thread that has
 /// something to say: each frame is one `write_all` under the lock, so
@@ -69,27 +70,12 @@ impl Journal {
     let stream = lock(&self.stream);
     let mut written = 0;
     while written < frame.len() {
-      // SAFETY: the pointer and length describe the live slice
-      // `frame[written..]`, and the fd is the journal's socket, open while
-      // `stream` is borrowed.
-      let sent = unsafe {
-        libc::send(
-          stream.as_raw_fd(),
-          frame[written..].as_ptr().cast(),
-          frame.len() - written,
-          libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-        )
-      };
-      if sent > 0 {
-        written += sent as usize;
-        continue;
-      }
-      match std::io::Error::last_os_error().kind() {
-        std::io::ErrorKind::Interrupted => {}
+      match send_now(&stream, &frame[written..]) {
+        Ok(sent) => written += sent,
         // Full: the harness reads the journal before it handles the frame
         // that says so, so once that frame is sent, room comes (or the
         // harness is gone, and the poll says so).
-        std::io::ErrorKind::WouldBlock => {
+        Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
           self.channel.send(&FromHost::JournalFull);
           wait_writable(&stream);
         }

@@ -19,3 +19,4 @@ pub mod ledger;
 pub mod lock;
 pub mod out_of_band;
 pub mod protections;
+pub mod socket;

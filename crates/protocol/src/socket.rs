@@ -1,0 +1,30 @@
+//! The one socket call both rooms make that std has no safe form of: a
+//! send that never waits (and never raises SIGPIPE), for writers that must
+//! not block (the harness's main thread; a host's run writing its journal).
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+
+/// Send what the socket takes of `bytes` now: how many it took (at least
+/// one, unless `bytes` is empty), or `WouldBlock` when it takes none;
+/// retried when interrupted.
+pub fn send_now(stream: &UnixStream, bytes: &[u8]) -> io::Result<usize> {
+  loop {
+    // SAFETY: the pointer and length describe the live slice `bytes`, and
+    // the fd is the stream's socket, open while `stream` is borrowed.
+    let sent = unsafe {
+      libc::send(stream.as_raw_fd(), bytes.as_ptr().cast(), bytes.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+    };
+    if sent > 0 || bytes.is_empty() {
+      return Ok(sent.max(0) as usize);
+    }
+    if sent == 0 {
+      return Err(io::Error::new(io::ErrorKind::WriteZero, "the socket took nothing"));
+    }
+    let error = io::Error::last_os_error();
+    if error.kind() != io::ErrorKind::Interrupted {
+      return Err(error);
+    }
+  }
+}
