@@ -639,8 +639,15 @@ impl Supervisor {
     Some(Delivery { deliver: record.deliver, end: RunEnd::Output(output) })
   }
 
-  /// One frame from `host`, read from its journal (`from_journal`) or its
-  /// channel. An error is a protocol violation: the host is ended for it.
+  /// One frame (its tag and fields) from `host`, read from its journal
+  /// (`from_journal`) or its channel. An error is a protocol violation:
+  /// the host is ended for it.
+  fn receive_frame(&self, host: &Arc<Host>, frame: &[u8], from_journal: bool) -> Result<(), String> {
+    let message = FromHost::decode(frame).map_err(|error| error.0)?;
+    self.receive(host, message, from_journal)
+  }
+
+  /// One message from `host` (see [`Supervisor::receive_frame`]).
   fn receive(&self, host: &Arc<Host>, message: FromHost, from_journal: bool) -> Result<(), String> {
     if message.is_journal_entry() != from_journal {
       let (stream, belongs) = if from_journal { ("journal", "channel") } else { ("channel", "journal") };
@@ -756,9 +763,7 @@ impl Supervisor {
     for host in hosts {
       let mut violation = None;
       host.inbox.try_take(FromHost::CALLS_TAG, |frame| {
-        let received =
-          FromHost::decode(frame).map_err(|error| error.0).and_then(|message| self.receive(&host, message, false));
-        violation = received.err();
+        violation = self.receive_frame(&host, frame, false).err();
       });
       if let Some(error) = violation {
         host.kill(HostEnd::ProtocolViolation(error));
@@ -900,7 +905,7 @@ impl Delivery {
 
 /// A host's reader thread: every frame it sends, until it ends.
 fn read_host(supervisor: &Weak<Supervisor>, host: &Arc<Host>) {
-  let mut frame = Vec::new();
+  let (mut frame, mut journal_frame) = (Vec::new(), Vec::new());
   let violation = loop {
     // Handled under the inbox's lock (held by `_reading`), so that calls
     // the main thread takes itself are handled in the order they were sent.
@@ -912,12 +917,10 @@ fn read_host(supervisor: &Weak<Supervisor>, host: &Arc<Host>) {
     };
     let Some(supervisor) = supervisor.upgrade() else { break None };
     // What the host wrote to its journal before this frame comes first.
-    if let Err(error) = read_journal(&supervisor, host) {
+    if let Err(error) = read_journal(&supervisor, host, &mut journal_frame) {
       break Some(error);
     }
-    let received =
-      FromHost::decode(&frame).map_err(|error| error.0).and_then(|message| supervisor.receive(host, message, false));
-    if let Err(error) = received {
+    if let Err(error) = supervisor.receive_frame(host, &frame, false) {
       break Some(error);
     }
   };
@@ -938,22 +941,22 @@ fn read_host(supervisor: &Weak<Supervisor>, host: &Arc<Host>) {
     // Everything it wrote to its journal is there now: its runs' starts
     // decide which are placed again, their log entries are kept. A journal
     // that breaks off (a host that died writing, or lies) ends there.
-    let _ = read_journal(&supervisor, host);
+    let _ = read_journal(&supervisor, host, &mut journal_frame);
     supervisor.host_ended(host, end);
   }
 }
 
-/// Handle every whole frame waiting in `host`'s journal; never waits for
-/// more. An error is a protocol violation.
-fn read_journal(supervisor: &Supervisor, host: &Arc<Host>) -> Result<(), String> {
-  let mut frame = Vec::new();
+/// Handle every whole frame waiting in `host`'s journal (read into
+/// `frame`, the reader's buffer for it); never waits for more. An error is
+/// a protocol violation.
+fn read_journal(supervisor: &Supervisor, host: &Arc<Host>, frame: &mut Vec<u8>) -> Result<(), String> {
   loop {
-    let _reading = match host.journal.next_ready(&mut frame) {
+    let _reading = match host.journal.next_ready(frame) {
       Ok(Ready::Frame(reading)) => reading,
       Ok(Ready::Empty | Ready::Ended) => return Ok(()),
       Err(error) => return Err(format!("its journal: {error}")),
     };
-    FromHost::decode(&frame).map_err(|error| error.0).and_then(|message| supervisor.receive(host, message, true))?;
+    supervisor.receive_frame(host, frame, true)?;
   }
 }
 

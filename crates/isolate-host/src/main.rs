@@ -17,7 +17,7 @@
 //! would leave a run that never settles.
 
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,7 +34,7 @@ use dsh_isolate_host::{platform, StopReason};
 use dsh_protocol::frame::{FromHost, Reply, ToHost, JOURNAL_FD};
 use dsh_protocol::inbox::{Inbox, Next};
 use dsh_protocol::ledger::{FailureKind, OutputLedger};
-use dsh_protocol::socket::send_now;
+use dsh_protocol::socket::{self, send_now};
 
 /// The host's end of the channel, written by every thread that has
 /// something to say: each frame is one `write_all` under the lock, so
@@ -74,33 +74,15 @@ impl Journal {
         Ok(sent) => written += sent,
         // Full: the harness reads the journal before it handles the frame
         // that says so, so once that frame is sent, room comes (or the
-        // harness is gone, and the poll says so).
+        // harness is gone, and the next send says so).
         Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
           self.channel.send(&FromHost::JournalFull);
-          wait_writable(&stream);
+          if socket::wait(&stream, libc::POLLOUT).is_err() {
+            gone();
+          }
         }
         _ => gone(),
       }
-    }
-  }
-}
-
-/// Block until `stream` can take bytes again; end the host if the
-/// harness's end has gone.
-fn wait_writable(stream: &UnixStream) {
-  let mut poll = libc::pollfd { fd: stream.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
-  loop {
-    // SAFETY: `poll` is one valid pollfd for the duration of the call, and
-    // its fd is the journal's socket, open while `stream` is borrowed.
-    let ready = unsafe { libc::poll(&mut poll, 1, -1) };
-    if ready > 0 && poll.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
-      gone();
-    }
-    if ready > 0 {
-      return;
-    }
-    if ready < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-      gone();
     }
   }
 }

@@ -201,7 +201,7 @@ impl Inbox {
       // Nothing to read: wait for the socket, outside the lock (a waiting
       // thread may take what wakes this one; then this waits again).
       drop(reading);
-      self.wait_readable()?;
+      crate::socket::wait(&self.stream, libc::POLLIN)?;
     }
   }
 
@@ -296,24 +296,6 @@ impl Inbox {
       }
     }
     true
-  }
-
-  /// Block (outside the lock) until the stream has something to read or
-  /// has ended.
-  fn wait_readable(&self) -> io::Result<()> {
-    let mut poll = libc::pollfd { fd: self.stream.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    loop {
-      // SAFETY: `poll` is one valid pollfd for the duration of the call,
-      // and its fd is this inbox's socket, open while `self` is.
-      let ready = unsafe { libc::poll(&mut poll, 1, -1) };
-      if ready >= 0 {
-        return Ok(());
-      }
-      let error = io::Error::last_os_error();
-      if error.kind() != io::ErrorKind::Interrupted {
-        return Err(error);
-      }
-    }
   }
 }
 

@@ -1,6 +1,8 @@
-//! The one socket call both rooms make that std has no safe form of: a
-//! send that never waits (and never raises SIGPIPE), for writers that must
-//! not block (the harness's main thread; a host's run writing its journal).
+//! Socket calls both rooms make that std has no safe form of: a send that
+//! never waits (and never raises SIGPIPE), for writers that must not block
+//! (the harness's main thread; a host's run writing its journal), and the
+//! wait for a socket to be ready (an inbox's owner for bytes, a journal's
+//! writer for room).
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -21,6 +23,25 @@ pub fn send_now(stream: &UnixStream, bytes: &[u8]) -> io::Result<usize> {
     }
     if sent == 0 {
       return Err(io::Error::new(io::ErrorKind::WriteZero, "the socket took nothing"));
+    }
+    let error = io::Error::last_os_error();
+    if error.kind() != io::ErrorKind::Interrupted {
+      return Err(error);
+    }
+  }
+}
+
+/// Block until `stream` is ready for `events` (`POLLIN`, `POLLOUT`), or
+/// has ended or failed (what the next call on it then says); retried when
+/// interrupted.
+pub fn wait(stream: &UnixStream, events: libc::c_short) -> io::Result<()> {
+  let mut poll = libc::pollfd { fd: stream.as_raw_fd(), events, revents: 0 };
+  loop {
+    // SAFETY: `poll` is one valid pollfd for the duration of the call, and
+    // its fd is the stream's socket, open while `stream` is borrowed.
+    let ready = unsafe { libc::poll(&mut poll, 1, -1) };
+    if ready >= 0 {
+      return Ok(());
     }
     let error = io::Error::last_os_error();
     if error.kind() != io::ErrorKind::Interrupted {
