@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest'
-import { mount, tools, until, type Mounted } from './helpers.js'
+import { mount, mountReference, tools, until, type Mounted } from './helpers.js'
 
 let m: Mounted
 beforeAll(async () => {
@@ -198,6 +198,25 @@ describe('failures inside the event loop', () => {
       bindings: tools({ never: () => new Promise(() => {}) }),
     })
     expect(result).toEqual({ logs: [], value: 'now' })
+  })
+
+  it('a timer that fell due before the completion settled is dropped with it, as in the reference', async () => {
+    // The busy wait makes the timer due before the event loop's first turn,
+    // which holds timer callbacks back and settles the run.
+    const program = `setTimeout(() => { console.log("late"); void tools.record({}) }, 0)
+      const start = Date.now(); while (Date.now() - start < 20) {}
+      void tools.never({}); return "now"`
+    const recorded: unknown[] = []
+    const bindings = tools({ never: () => new Promise(() => {}), record: async (args) => void recorded.push(args) })
+    const reference = await mountReference()
+    try {
+      expect(await reference.run(program, { bindings })).toEqual({ logs: [], value: 'now' })
+    } finally {
+      await reference.dispose()
+    }
+    expect(await m.run(program, { bindings })).toEqual({ logs: [], value: 'now' })
+    await healthy()
+    expect(recorded).toEqual([])
   })
 })
 

@@ -72,6 +72,11 @@ impl RunControl {
     true
   }
 
+  /// Whether the program settled.
+  pub fn settled(&self) -> bool {
+    self.settled.load(Ordering::SeqCst)
+  }
+
   /// Attach the isolate that runs the program (a stop that came earlier
   /// terminates it at once); `None` detaches it when the run ends.
   pub fn attach_isolate(&self, isolate: Option<v8::IsolateHandle>) {

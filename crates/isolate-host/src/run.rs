@@ -77,6 +77,12 @@ struct RunHost {
 
 impl SandboxHost for RunHost {
   fn log(&self, text: Vec<u16>) -> bool {
+    // Once the completion settled, the run's output is decided: what the
+    // program's leftovers write is not part of it (as in the reference,
+    // whose worker is ended once it posts its result).
+    if self.settlement.borrow().is_some() {
+      return true;
+    }
     self.events.log(self.run_id, &text);
     let admitted = self.ledger.borrow_mut().as_mut().is_some_and(|ledger| ledger.admit(&text));
     if !admitted {
@@ -100,6 +106,11 @@ impl SandboxHost for RunHost {
     let known = self.function_counts.get(namespace as usize).is_some_and(|count| function < *count);
     if !known {
       return Err("unknown binding".to_owned());
+    }
+    // A settled run's leftovers call no tools: its outcome is decided, and
+    // a tool must not act for a run that has ended.
+    if self.settlement.borrow().is_some() {
+      return Err("the run has already settled".to_owned());
     }
     let argument = Argument { json, paths, strings };
     Ok(self.bridge.call(&self.mailbox, self.run_id, namespace, function, argument))
@@ -277,7 +288,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
       tokio::select! {
         biased;
         _ = control.stopped() => None,
-        result = drive(isolate, promise) => result.err().map(|error| event_loop_failure(&error)),
+        result = drive(isolate, promise, &control) => result.err().map(|error| event_loop_failure(&error)),
       }
     }
   };
@@ -320,9 +331,14 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
 /// due timers before it reports rejections within a turn, so a turn that
 /// starts after a short timer is due would otherwise let the timer's
 /// continuation settle the run first.
+///
+/// A run whose completion settled within that turn is done: its held
+/// callbacks are dropped with every other leftover (docs/CONTRACT.md),
+/// though a slow turn may have let them fall due.
 async fn drive(
   isolate: &mut PreparedIsolate,
   promise: v8::Global<v8::Value>,
+  control: &RunControl,
 ) -> Result<(), deno_core::error::CoreError> {
   let settled = isolate.runtime.resolve(promise);
   let first = std::future::poll_fn(|cx| {
@@ -331,6 +347,9 @@ async fn drive(
   .await;
   if let std::task::Poll::Ready(Err(error)) = first {
     return Err(error);
+  }
+  if control.settled() {
+    return Ok(());
   }
   {
     let PreparedIsolate { runtime, release_timers, .. } = isolate;
