@@ -288,7 +288,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
       tokio::select! {
         biased;
         _ = control.stopped() => None,
-        result = drive(isolate, promise, &control) => result.err().map(|error| event_loop_failure(&error)),
+        result = drive(isolate, promise, control) => result.err().map(|error| event_loop_failure(&error)),
       }
     }
   };
