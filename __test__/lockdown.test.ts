@@ -9,6 +9,7 @@
  * killer, and replaced when it holds too much memory.
  */
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
+import { getPriority } from 'node:os'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { mount, tools, until, type Mounted } from './helpers.js'
 
@@ -91,6 +92,27 @@ describe('a locked-down host, seen from outside', () => {
           noNewPrivs: '1',
         })
       }
+    }
+  })
+
+  it('runs programs below the harness\'s priority, and its own control threads at it', async () => {
+    // crates/isolate-host/src/program_priority.rs: run threads lower
+    // themselves once; the channel thread, scheduler and watchdog do not.
+    const harness = getPriority()
+    const nice = (pid: number, task: string) => {
+      const stat = readFileSync(`/proc/${pid}/task/${task}/stat`, 'utf8')
+      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
+      // Fields after the name: state is the 3rd of stat(5), nice the 19th.
+      return { name, nice: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]) }
+    }
+    for (const pid of await busyHosts()) {
+      const threads = readdirSync(`/proc/${pid}/task`).map((task) => ({ task, ...nice(pid, task) }))
+      const runs = threads.filter(({ name }) => name.startsWith('dsh-v8-run-'))
+      expect(runs.length).toBeGreaterThan(0)
+      for (const run of runs) expect(run.nice).toBeGreaterThan(harness)
+      const control = threads.filter(({ task, name }) => task === String(pid) || /^dsh-v8-(watchdog|schedule)/.test(name))
+      expect(control.map(({ name }) => name).sort()).toEqual(['dsh-isolate-hos', 'dsh-v8-schedule', 'dsh-v8-watchdog'])
+      for (const thread of control) expect(thread).toMatchObject({ nice: harness })
     }
   })
 

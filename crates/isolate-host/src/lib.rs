@@ -24,6 +24,7 @@ pub mod live_runs;
 pub mod lockdown;
 mod memory_return;
 pub mod platform;
+pub mod program_priority;
 pub mod run;
 mod sandbox_ext;
 pub mod scheduler;

@@ -232,6 +232,18 @@ fn allow_list() -> Result<BTreeMap<i64, Vec<SeccompRule>>, seccompiler::Error> {
       .map(|option| when(vec![arg(0, SeccompCmpOp::Eq, option as u64)?]))
       .collect::<Result<_, _>>()?,
   );
+  // The one priority change: a run thread lowering itself into the
+  // program plane (`program_priority`), never back up, never by another
+  // amount, never another thread's (all three are ints to the kernel).
+  let word = |index: u8, value: u64| SeccompCondition::new(index, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value);
+  rules.insert(
+    libc::SYS_setpriority,
+    vec![when(vec![
+      word(0, libc::PRIO_PROCESS as u64)?,
+      word(1, 0)?,
+      word(2, crate::program_priority::PROGRAM_NICE as u64)?,
+    ])?],
+  );
   // Its own limits, read, never raised.
   rules.insert(libc::SYS_prlimit64, vec![when(vec![arg(0, SeccompCmpOp::Eq, 0)?, arg(2, SeccompCmpOp::Eq, 0)?])?]);
   Ok(rules)
@@ -392,6 +404,18 @@ mod tests {
       }
       // SAFETY: prctl with integer arguments.
       say(&outcome("undo-dumpable", unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } as i64));
+      // Priority: the one change a run thread makes (`program_priority`),
+      // and no other: not back up, not by another amount, not another
+      // thread's or user's.
+      let nice = crate::program_priority::PROGRAM_NICE;
+      // SAFETY: setpriority with integer arguments.
+      unsafe {
+        say(&outcome("lower-self", libc::setpriority(libc::PRIO_PROCESS, 0, nice) as i64));
+        say(&outcome("raise-self", libc::setpriority(libc::PRIO_PROCESS, 0, 0) as i64));
+        say(&outcome("lower-more", libc::setpriority(libc::PRIO_PROCESS, 0, nice + 1) as i64));
+        say(&outcome("lower-parent", libc::setpriority(libc::PRIO_PROCESS, parent as libc::id_t, nice) as i64));
+        say(&outcome("lower-user", libc::setpriority(libc::PRIO_USER, 0, nice) as i64));
+      }
       // What a host must still do: start a thread, map memory, name it.
       let thread = std::thread::Builder::new().name("after-seal".into()).spawn(|| 6 * 7).map(|t| t.join());
       say(&format!("thread={}", matches!(thread, Ok(Ok(42)))));
@@ -429,6 +453,11 @@ mod tests {
       format!("process_vm_readv={eperm}"),
       format!("memfd_create={eperm}"),
       format!("undo-dumpable={eperm}"),
+      "lower-self=ok".to_owned(),
+      format!("raise-self={eperm}"),
+      format!("lower-more={eperm}"),
+      format!("lower-parent={eperm}"),
+      format!("lower-user={eperm}"),
       "thread=true".to_owned(),
       "memory=true".to_owned(),
     ];

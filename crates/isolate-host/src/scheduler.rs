@@ -50,6 +50,7 @@ use crate::ledger::{Output, OutputLedger};
 use crate::live_runs::{LiveRuns, RunRegistration};
 use crate::lock::lock;
 use crate::memory_return::{release_v8_page_pool, return_freed_memory, IdleReturn, MemoryReturn};
+use crate::program_priority;
 use crate::run::{execute, finish_stopped, RunContext, RunEvents, RunJob};
 use crate::watchdog::Watchdog;
 use dsh_protocol::failure::{failure, StopReason};
@@ -640,6 +641,7 @@ fn spawn_run_thread(shared: &Arc<Shared>, id: usize) {
 
 /// A run thread: prepare an isolate, run what is ready, repeat while wanted.
 fn run_thread(shared: &Shared, id: usize) {
+  program_priority::lower_this_thread();
   let bridge = shared.bridge.clone();
   let runtime = match tokio::runtime::Builder::new_current_thread()
     .enable_time()
