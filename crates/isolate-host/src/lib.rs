@@ -18,6 +18,7 @@ pub mod control;
 mod external_memory;
 mod icu_memory;
 mod isolate;
+mod isolate_anchor;
 #[cfg(test)]
 mod isolate_cost;
 pub mod live_runs;

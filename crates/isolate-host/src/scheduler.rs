@@ -46,6 +46,7 @@ use crate::budget::{self, Phase, PhaseObserver, RunBudget};
 use crate::config::RuntimeConfig;
 use crate::control::RunControl;
 use crate::isolate::PreparedIsolate;
+use crate::isolate_anchor::IsolateAnchor;
 use crate::ledger::{Output, OutputLedger};
 use crate::live_runs::{LiveRuns, RunRegistration};
 use crate::lock::lock;
@@ -182,6 +183,9 @@ struct Shared {
 pub struct Scheduler {
   shared: Arc<Shared>,
   thread: Mutex<Option<JoinHandle<()>>>,
+  /// Keeps an isolate alive in the host between runs (see the module's
+  /// doc); dropped with the scheduler.
+  _anchor: Option<IsolateAnchor>,
 }
 
 impl Scheduler {
@@ -230,7 +234,10 @@ impl Scheduler {
         for id in ids {
           spawn_run_thread(&shared, id);
         }
-        Ok(Scheduler { shared, thread: Mutex::new(Some(thread)) })
+        // Without an anchor (no thread to be had) the host works as
+        // before, paying V8's rebuild whenever its last isolate goes.
+        let anchor = IsolateAnchor::start(&shared.config).ok();
+        Ok(Scheduler { shared, thread: Mutex::new(Some(thread)), _anchor: anchor })
       }
       Err(error) => {
         shared.watchdog.shutdown();
