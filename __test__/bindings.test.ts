@@ -399,16 +399,17 @@ describe('calls', () => {
   })
 
   it('the pump\'s brief spin while waiting for replies is not charged either', async () => {
-    // 20000 sequential calls to a host function that takes ~60 us: the
-    // program's own CPU is ~280 ms (up to ~3x that on a busy machine
-    // stays within the budget), but the pump spins its full 40 us per call
-    // waiting for each reply (800 ms in all); charged, the run would
-    // exceed the budget whatever the load.
-    const tight = await mount({ computeMs: 900 })
+    // 20000 sequential calls to a host function that takes ~100 us: the
+    // program's own CPU is ~300-650 ms (up to ~3x that on a busy machine
+    // stays within the budget), but a pump spinning for each reply spins
+    // at least the function's 100 us (2000 ms in all); charged, the run
+    // would exceed the budget. (A pump spins while its replies come back
+    // within its spin, as these do on a machine that is not overloaded.)
+    const tight = await mount({ computeMs: 2000 })
     const result = await tight.run('let s = 0; for (let i = 0; i < 20000; i++) s += await tools.echo(i); return s', {
       bindings: tools({
         echo: async (i) => {
-          const until = performance.now() + 0.06
+          const until = performance.now() + 0.1
           while (performance.now() < until);
           return i
         },
