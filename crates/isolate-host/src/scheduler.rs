@@ -183,8 +183,8 @@ struct Shared {
 pub struct Scheduler {
   shared: Arc<Shared>,
   thread: Mutex<Option<JoinHandle<()>>>,
-  /// Keeps an isolate alive in the host between runs (see the module's
-  /// doc); dropped with the scheduler.
+  /// Keeps an isolate alive in the host between runs (see
+  /// `isolate_anchor`); dropped with the scheduler.
   _anchor: Option<IsolateAnchor>,
 }
 
