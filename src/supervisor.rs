@@ -1118,7 +1118,15 @@ while read_frame()[0] != 6:
     let dir = std::env::temp_dir().join(format!("dsh-hostile-host-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
-    std::fs::write(&path, script).unwrap();
+    // The executable is written by a child process, never through a
+    // descriptor of this one: the tests run in parallel threads, and a
+    // descriptor open for writing here, inherited by another test's host
+    // between its fork and its exec, would make exec'ing this file fail
+    // with "Text file busy".
+    let source = dir.join(format!("{name}.py"));
+    std::fs::write(&source, script).unwrap();
+    let copied = std::process::Command::new("cp").arg(&source).arg(&path).status().unwrap();
+    assert!(copied.success(), "cp {} {}", source.display(), path.display());
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path
   }
