@@ -5,12 +5,19 @@
 //! through the same ledger (`OutputLedger::finish_failure`).
 
 use crate::config::RuntimeConfig;
+use crate::history::Divergence;
 use crate::ledger::FailureKind;
+
+/// The most isolate hosts that may die under one run: a run on this many
+/// fails instead of being placed or executed again, so that a program
+/// that draws the deaths (it holds memory the OOM killer goes for, or
+/// kills every host it lands on) ends, with its neighbours spared.
+pub const MAX_HOSTS_LOST: u32 = 3;
 
 /// Why the runtime stopped a run before its program completed: the reason
 /// a run's stop switch holds in a host (the first one wins), and the reason
 /// the harness settles a run with itself (queued, or its host gone).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum StopReason {
   /// The request's signal fired; the text is `String(signal.reason)`.
   Abort(Vec<u16>),
@@ -32,6 +39,22 @@ pub enum StopReason {
   /// text says what failed. Decided by a host's scheduler before the run
   /// has a stop switch: never thrown on one.
   Substrate(String),
+  /// The run's isolate host ended (`end` says how, in the harness's
+  /// words), and the run was not carried past it (`loss` says why).
+  HostEnded { end: String, loss: HostLoss },
+}
+
+/// Why a run did not outlive its host's end (see `history.rs`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostLoss {
+  /// It was not shown to be waiting on a tool: it may have ended the host.
+  Running,
+  /// It was executed again, and was not the run its history records.
+  Diverged(Divergence),
+  /// Its history passed a cap and was given up (the cap's name and MiB).
+  HistoryOverCap { key: &'static str, mb: f64 },
+  /// It was on [`MAX_HOSTS_LOST`] hosts that ended.
+  TooManyHosts,
 }
 
 /// A stopped run's failure kind and message (UTF-16, as the ledger takes
@@ -63,8 +86,24 @@ pub fn failure(stop: &StopReason, config: &RuntimeConfig) -> (FailureKind, Vec<u
     StopReason::Exit(code) => (FailureKind::WorkerExit, format!("worker exited with code {code} before completing")),
     StopReason::OutputLimit => (FailureKind::OutputLimit, String::new()),
     StopReason::Substrate(what) => (FailureKind::WorkerExit, what.clone()),
+    StopReason::HostEnded { end, loss } => (FailureKind::WorkerExit, host_ended(end, loss)),
   };
   (kind, message.encode_utf16().collect())
+}
+
+fn host_ended(end: &str, loss: &HostLoss) -> String {
+  match loss {
+    HostLoss::Running => end.to_owned(),
+    HostLoss::Diverged(divergence) => {
+      format!("{end}; the run was re-executed on another isolate host and diverged from its history: {divergence}")
+    }
+    HostLoss::HistoryOverCap { key, mb } => {
+      format!("{end}; the run's history passed {key} ({} MiB), so it could not be re-executed", js(*mb))
+    }
+    HostLoss::TooManyHosts => {
+      format!("{end}; the run was on {MAX_HOSTS_LOST} isolate hosts that ended, and is not re-executed again")
+    }
+  }
 }
 
 /// A number as JavaScript's `String(value)` writes it (a config's values
@@ -81,6 +120,10 @@ mod tests {
   fn message(stop: &StopReason, config: &RuntimeConfig) -> (FailureKind, String) {
     let (kind, message) = failure(stop, config);
     (kind, String::from_utf16_lossy(&message))
+  }
+
+  fn host_ended(loss: HostLoss) -> StopReason {
+    StopReason::HostEnded { end: "the isolate host stopped: killed".to_owned(), loss }
   }
 
   /// The messages docs/CONTRACT.md §8 gives, byte for byte, with each
@@ -113,6 +156,24 @@ mod tests {
       (StopReason::Exit(3), FailureKind::WorkerExit, "worker exited with code 3 before completing"),
       (StopReason::OutputLimit, FailureKind::OutputLimit, ""),
       (StopReason::Substrate("no thread".to_owned()), FailureKind::WorkerExit, "no thread"),
+      (host_ended(HostLoss::Running), FailureKind::WorkerExit, "the isolate host stopped: killed"),
+      (
+        host_ended(HostLoss::Diverged(Divergence::Log(2))),
+        FailureKind::WorkerExit,
+        "the isolate host stopped: killed; the run was re-executed on another isolate host and diverged from its \
+         history: its log entry number 2 is not the recorded one",
+      ),
+      (
+        host_ended(HostLoss::HistoryOverCap { key: "maxRunHistoryMb", mb: 0.5 }),
+        FailureKind::WorkerExit,
+        "the isolate host stopped: killed; the run's history passed maxRunHistoryMb (0.5 MiB), so it could not be \
+         re-executed",
+      ),
+      (
+        host_ended(HostLoss::TooManyHosts),
+        FailureKind::WorkerExit,
+        "the isolate host stopped: killed; the run was on 3 isolate hosts that ended, and is not re-executed again",
+      ),
     ];
     for (stop, kind, text) in cases {
       assert_eq!(message(&stop, &config), (kind, text.to_owned()));

@@ -79,6 +79,17 @@ pub enum ToHost {
   Shutdown,
 }
 
+/// Append a [`ToHost::Replies`] frame of (run id, call id, kind, text)
+/// replies, from wherever their texts are held (the harness holds them in
+/// the runs' histories, and encodes them from there).
+pub fn encode_replies(out: &mut Vec<u8>, replies: &[(u32, u32, ReplyKind, &str)]) {
+  let mut frame = FrameWriter::new(out, REPLIES).u32(len32(replies.len()));
+  for &(run_id, call_id, kind, text) in replies {
+    frame = frame.u32(run_id).u32(call_id).u8(kind as u8).text(text);
+  }
+  frame.finish()
+}
+
 /// One answer to a host call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
@@ -470,11 +481,9 @@ impl ToHost {
       }
       ToHost::Abort { run_id, reason } => FrameWriter::new(out, ABORT).u32(*run_id).utf16(reason).finish(),
       ToHost::Replies(replies) => {
-        let mut frame = FrameWriter::new(out, REPLIES).u32(len32(replies.len()));
-        for reply in replies {
-          frame = frame.u32(reply.run_id).u32(reply.call_id).u8(reply.kind as u8).text(&reply.text);
-        }
-        frame.finish()
+        let replies: Vec<_> =
+          replies.iter().map(|reply| (reply.run_id, reply.call_id, reply.kind, reply.text.as_str())).collect();
+        encode_replies(out, &replies)
       }
       ToHost::StatsRequest { seq } => FrameWriter::new(out, STATS_REQUEST).u64(*seq).finish(),
       ToHost::Shutdown => FrameWriter::new(out, SHUTDOWN).finish(),

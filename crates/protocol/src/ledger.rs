@@ -221,6 +221,16 @@ impl OutputLedger {
     OutputLedger { cap, used: 2, logs: Logs::default(), overflow: None }
   }
 
+  /// Log entries admitted so far.
+  pub fn entries(&self) -> usize {
+    self.logs.len()
+  }
+
+  /// The admitted log entry at `index`, if there is one.
+  pub fn entry(&self, index: usize) -> Option<&[u16]> {
+    self.logs.iter_from(index).next()
+  }
+
   /// Bytes left for the completion value or failure message.
   pub fn remaining(&self) -> u64 {
     self.cap.saturating_sub(self.used)

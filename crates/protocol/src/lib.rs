@@ -14,6 +14,7 @@ pub mod config;
 pub mod contract;
 pub mod failure;
 pub mod frame;
+pub mod history;
 pub mod inbox;
 pub mod ledger;
 pub mod lock;

@@ -1,0 +1,418 @@
+//! A run's history, kept by the harness: what entered the run from outside,
+//! in order, so that a run whose isolate host dies can be executed again on
+//! another host and reach the same point without calling any tool twice.
+//!
+//! What it holds now: each host call the run made (which function, and a
+//! digest of the argument as it crossed), in the order the run made them,
+//! with the reply the harness's tool gave it once there is one. The run's
+//! log entries are the other half of what the world saw of it; the
+//! harness's replay of the run's ledger holds them (`ledger.rs`), and
+//! [`RunHistory::log`] reads them there rather than keeping them twice.
+//!
+//! A run's calls are numbered by its host from 0 in the order it makes them
+//! (the call id), in every execution. So an execution's k-th call is the
+//! history's k-th call: the same function and argument, answered from the
+//! history while it lasts (the tool is not called again), or by the tool's
+//! pending answer when the call was in flight at the death; from the
+//! history's end on, the run is live and its calls go to the tools. An id
+//! other than the next one is a host breaking the protocol (a call sent
+//! twice would call a tool twice).
+//!
+//! What re-execution cannot make equal is caught, never passed over: a
+//! call or a log entry that is not the recorded one, or a finish before the
+//! history is made again, is a [`Divergence`], and the run fails saying so.
+//! Whatever the program did that nobody outside saw (values it computed
+//! between calls, the order in which replies reached it) may differ between
+//! executions: the run's result is one the world's record admits.
+//!
+//! Bounded: the replies held count against a per-run cap; past it the run
+//! keeps running live, but its history is dropped ([`RunHistory::give_up`])
+//! and a host death then ends it. The harness bounds all runs' histories
+//! together with the same call.
+//!
+//! Pure: failures are data, every outcome goes through one path, and
+//! nothing here knows about hosts, threads or napi.
+
+use std::fmt;
+
+use sha2::{Digest, Sha256};
+
+use crate::frame::{HostCall, ReplyKind};
+use crate::ledger::OutputLedger;
+use crate::out_of_band::RawString;
+
+/// What makes two calls the same call: the function, and a SHA-256 of the
+/// argument exactly as it crossed (its JSON, the paths and bytes of its
+/// long strings, each length-prefixed so no two arguments run together).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallIdentity {
+  namespace: u32,
+  function: u32,
+  argument: [u8; 32],
+}
+
+impl CallIdentity {
+  pub fn of(call: &HostCall) -> CallIdentity {
+    let mut digest = Sha256::new();
+    let mut part = |tag: u8, bytes: &[u8]| {
+      digest.update([tag]);
+      digest.update((bytes.len() as u64).to_le_bytes());
+      digest.update(bytes);
+    };
+    part(b'j', call.args.as_bytes());
+    part(b'p', call.paths.as_bytes());
+    for string in &call.strings {
+      match string {
+        RawString::Latin1(bytes) => part(b'l', bytes),
+        RawString::Utf16(units) => {
+          let bytes: Vec<u8> = units.iter().flat_map(|unit| unit.to_le_bytes()).collect();
+          part(b'u', &bytes)
+        }
+      }
+    }
+    CallIdentity { namespace: call.namespace, function: call.function, argument: digest.finalize().into() }
+  }
+}
+
+/// How a recorded call stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Answer {
+  /// The tool has not answered yet.
+  Awaited,
+  /// The tool's reply, held to answer the call again.
+  Held(ReplyKind, String),
+}
+
+#[derive(Debug)]
+struct RecordedCall {
+  identity: CallIdentity,
+  answer: Answer,
+}
+
+/// What one execution of the run (its first, or a re-execution) has
+/// reached.
+#[derive(Debug, Default)]
+struct Execution {
+  /// Calls it has made (the next call's id).
+  calls: u32,
+  /// Log entries it has written.
+  logs: usize,
+  /// Of its calls, those whose reply the harness has not sent it.
+  unanswered: usize,
+}
+
+/// Why a re-executed run is not the run the history records. Numbers count
+/// from 1, as a reader counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Divergence {
+  /// Its n-th call has another function or argument than the recorded one.
+  Call(u64),
+  /// Its n-th log entry is not the recorded one.
+  Log(u64),
+  /// It finished before it made every recorded call and log entry again.
+  FinishedEarly,
+}
+
+impl fmt::Display for Divergence {
+  fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match self {
+      Divergence::Call(n) => write!(f, "its call number {n} is not the recorded one"),
+      Divergence::Log(n) => write!(f, "its log entry number {n} is not the recorded one"),
+      Divergence::FinishedEarly => f.write_str("it finished before making its recorded calls and log entries again"),
+    }
+  }
+}
+
+/// What to do with a call a host sent.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CallVerdict {
+  /// A new call: send it to the tool.
+  Call,
+  /// Made before: answer it with this reply (the tool is not called).
+  Answer(ReplyKind, String),
+  /// Made before, and its tool has not answered yet: its answer will
+  /// answer this execution's call too.
+  AwaitAnswer,
+  /// Not the call the history holds at its place.
+  Diverged(Divergence),
+  /// Not the id of the run's next call: the host breaks the protocol.
+  Violation(String),
+}
+
+/// What to do with a tool's reply.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ReplyVerdict {
+  /// Held in the history; `send`: the current execution has made the call,
+  /// so the reply goes to its host now (otherwise it waits here for the
+  /// call). `grew`: the bytes the history grew by.
+  Held { send: bool, grew: u64 },
+  /// The history was given up: send this to the current execution, which
+  /// made the call; nothing is held.
+  Pass(String),
+  /// No call waits for it (never made, or answered already).
+  Unwanted,
+}
+
+/// What to do with a log entry a host sent.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LogVerdict {
+  /// A new entry: into the ledger.
+  Admit,
+  /// The recorded entry, written again: the ledger has it.
+  Recorded,
+  Diverged(Divergence),
+}
+
+/// A run's history (see the module doc).
+#[derive(Debug, Default)]
+pub struct RunHistory {
+  calls: Vec<RecordedCall>,
+  /// The bytes it holds (its calls' records and the replies held).
+  bytes: u64,
+  /// Dropped: past its cap, the run cannot be executed again.
+  given_up: bool,
+  /// Executions after the first.
+  reexecutions: u32,
+  current: Execution,
+}
+
+/// The bytes one recorded call costs besides its reply's text.
+const CALL_RECORD_BYTES: u64 = std::mem::size_of::<RecordedCall>() as u64;
+
+impl RunHistory {
+  /// The bytes it holds: what counts against its cap.
+  pub fn bytes(&self) -> u64 {
+    self.bytes
+  }
+
+  /// Whether the run can be executed again from it.
+  pub fn replayable(&self) -> bool {
+    !self.given_up
+  }
+
+  /// Executions after the first so far.
+  pub fn reexecutions(&self) -> u32 {
+    self.reexecutions
+  }
+
+  /// The current execution made a call whose reply the harness has not
+  /// sent it: it is waiting on a tool, not running its own code there.
+  pub fn waiting_on_a_tool(&self) -> bool {
+    self.current.unanswered > 0
+  }
+
+  /// Drop what the history holds: the run goes on live, its calls' ids
+  /// still checked, but it cannot be executed again. Returns the bytes let
+  /// go.
+  pub fn give_up(&mut self) -> u64 {
+    self.given_up = true;
+    self.calls = Vec::new();
+    std::mem::take(&mut self.bytes)
+  }
+
+  /// Begin another execution of the run from its start.
+  pub fn begin_reexecution(&mut self) {
+    self.reexecutions += 1;
+    self.current = Execution::default();
+  }
+
+  /// A call of the current execution, as its host sent it. Returns what
+  /// to do, and the bytes the history grew by.
+  pub fn call(&mut self, call: &HostCall) -> (CallVerdict, u64) {
+    if call.call_id != self.current.calls {
+      let expected = self.current.calls;
+      let why = format!("call {} of run {}, where its next call is {expected}", call.call_id, call.run_id);
+      return (CallVerdict::Violation(why), 0);
+    }
+    self.current.calls += 1;
+    if self.given_up {
+      return (CallVerdict::Call, 0);
+    }
+    let identity = CallIdentity::of(call);
+    let Some(recorded) = self.calls.get(call.call_id as usize) else {
+      self.calls.push(RecordedCall { identity, answer: Answer::Awaited });
+      self.current.unanswered += 1;
+      self.bytes += CALL_RECORD_BYTES;
+      return (CallVerdict::Call, CALL_RECORD_BYTES);
+    };
+    if recorded.identity != identity {
+      return (CallVerdict::Diverged(Divergence::Call(u64::from(call.call_id) + 1)), 0);
+    }
+    let verdict = match &recorded.answer {
+      Answer::Held(kind, text) => CallVerdict::Answer(*kind, text.clone()),
+      Answer::Awaited => {
+        self.current.unanswered += 1;
+        CallVerdict::AwaitAnswer
+      }
+    };
+    (verdict, 0)
+  }
+
+  /// The tool's reply to call `call_id`, taken into the history (held
+  /// once: the harness encodes it from here, [`RunHistory::held`]).
+  pub fn reply(&mut self, call_id: u32, kind: ReplyKind, text: String) -> ReplyVerdict {
+    let made = call_id < self.current.calls;
+    if self.given_up {
+      return if made { ReplyVerdict::Pass(text) } else { ReplyVerdict::Unwanted };
+    }
+    let Some(recorded) = self.calls.get_mut(call_id as usize) else { return ReplyVerdict::Unwanted };
+    if recorded.answer != Answer::Awaited {
+      return ReplyVerdict::Unwanted;
+    }
+    let grew = text.len() as u64;
+    recorded.answer = Answer::Held(kind, text);
+    self.bytes += grew;
+    if made {
+      self.current.unanswered = self.current.unanswered.saturating_sub(1);
+    }
+    ReplyVerdict::Held { send: made, grew }
+  }
+
+  /// The reply held for call `call_id`, if the history holds one.
+  pub fn held(&self, call_id: u32) -> Option<(ReplyKind, &str)> {
+    match &self.calls.get(call_id as usize)?.answer {
+      Answer::Held(kind, text) => Some((*kind, text)),
+      Answer::Awaited => None,
+    }
+  }
+
+  /// A log entry of the current execution: new, the recorded one again,
+  /// or not the recorded one. `ledger` holds the recorded entries.
+  pub fn log(&mut self, text: &[u16], ledger: &OutputLedger) -> LogVerdict {
+    let index = self.current.logs;
+    self.current.logs += 1;
+    match ledger.entry(index) {
+      None => LogVerdict::Admit,
+      Some(recorded) if recorded == text => LogVerdict::Recorded,
+      Some(_) => LogVerdict::Diverged(Divergence::Log(index as u64 + 1)),
+    }
+  }
+
+  /// The current execution finished: it must have made the history again.
+  pub fn finish(&self, ledger: &OutputLedger) -> Result<(), Divergence> {
+    if (self.current.calls as usize) < self.calls.len() || self.current.logs < ledger.entries() {
+      return Err(Divergence::FinishedEarly);
+    }
+    Ok(())
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn call(call_id: u32, args: &str) -> HostCall {
+    HostCall {
+      run_id: 7,
+      call_id,
+      namespace: 0,
+      function: 1,
+      args: args.to_owned(),
+      paths: String::new(),
+      strings: Vec::new(),
+    }
+  }
+
+  fn units(text: &str) -> Vec<u16> {
+    text.encode_utf16().collect()
+  }
+
+  /// A run that made two calls (one answered), wrote a log entry and lost
+  /// its host; executed again, it is answered from the history, waits on
+  /// the call in flight, and goes on live after it.
+  #[test]
+  fn a_reexecution_is_answered_from_the_history_then_goes_on_live() {
+    let mut history = RunHistory::default();
+    let mut ledger = OutputLedger::new(1 << 20);
+    assert_eq!(history.call(&call(0, "[1]")).0, CallVerdict::Call);
+    assert!(history.waiting_on_a_tool());
+    assert_eq!(history.reply(0, ReplyKind::Json, "10".into()), ReplyVerdict::Held { send: true, grew: 2 });
+    assert!(!history.waiting_on_a_tool());
+    assert_eq!(history.log(&units("one"), &ledger), LogVerdict::Admit);
+    ledger.admit(&units("one"));
+    assert_eq!(history.call(&call(1, "[2]")).0, CallVerdict::Call);
+    assert!(history.waiting_on_a_tool());
+
+    history.begin_reexecution();
+    assert!(!history.waiting_on_a_tool());
+    assert_eq!(history.call(&call(0, "[1]")).0, CallVerdict::Answer(ReplyKind::Json, "10".into()));
+    assert_eq!(history.log(&units("one"), &ledger), LogVerdict::Recorded);
+    assert_eq!(history.finish(&ledger), Err(Divergence::FinishedEarly));
+    assert_eq!(history.call(&call(1, "[2]")).0, CallVerdict::AwaitAnswer);
+    assert!(history.waiting_on_a_tool());
+    // The tool answers the call in flight at the death: the reply goes to
+    // the execution that made it again.
+    assert_eq!(history.reply(1, ReplyKind::Text, "twenty".into()), ReplyVerdict::Held { send: true, grew: 6 });
+    assert_eq!(history.held(1), Some((ReplyKind::Text, "twenty")));
+    assert_eq!(history.reply(1, ReplyKind::Text, "twice".into()), ReplyVerdict::Unwanted);
+    assert_eq!(history.call(&call(2, "[3]")).0, CallVerdict::Call);
+    assert_eq!(history.log(&units("two"), &ledger), LogVerdict::Admit);
+    assert_eq!(history.finish(&ledger), Ok(()));
+    assert_eq!(history.reexecutions(), 1);
+  }
+
+  /// A reply that comes while no execution has made the call again waits
+  /// in the history, and answers the call when it is made.
+  #[test]
+  fn a_reply_between_executions_waits_for_its_call() {
+    let mut history = RunHistory::default();
+    history.call(&call(0, "[]"));
+    history.begin_reexecution();
+    assert_eq!(history.reply(0, ReplyKind::Json, "1".into()), ReplyVerdict::Held { send: false, grew: 1 });
+    assert_eq!(history.call(&call(0, "[]")).0, CallVerdict::Answer(ReplyKind::Json, "1".into()));
+  }
+
+  #[test]
+  fn what_differs_is_a_divergence_never_an_answer() {
+    let mut history = RunHistory::default();
+    let ledger = {
+      let mut ledger = OutputLedger::new(1 << 20);
+      ledger.admit(&units("a"));
+      ledger
+    };
+    history.call(&call(0, "[1]"));
+    history.log(&units("a"), &ledger);
+    history.begin_reexecution();
+    assert_eq!(history.call(&call(0, "[2]")).0, CallVerdict::Diverged(Divergence::Call(1)));
+    let mut other_function = call(0, "[1]");
+    other_function.function = 2;
+    history.begin_reexecution();
+    assert_eq!(history.call(&other_function).0, CallVerdict::Diverged(Divergence::Call(1)));
+    history.begin_reexecution();
+    assert_eq!(history.log(&units("b"), &ledger), LogVerdict::Diverged(Divergence::Log(1)));
+    // A long string that crossed beside the JSON is part of the argument.
+    let mut with_string = call(0, "[1]");
+    with_string.paths = "[[0]]".into();
+    with_string.strings = vec![RawString::Latin1(b"x".to_vec())];
+    history.begin_reexecution();
+    assert_eq!(history.call(&with_string).0, CallVerdict::Diverged(Divergence::Call(1)));
+    assert_eq!(Divergence::Call(1).to_string(), "its call number 1 is not the recorded one");
+  }
+
+  /// A host that sends a call id twice, or skips one, would have a tool
+  /// called twice, or a call answered out of place.
+  #[test]
+  fn a_call_id_other_than_the_next_is_a_violation() {
+    let mut history = RunHistory::default();
+    history.call(&call(0, "[]"));
+    assert!(matches!(history.call(&call(0, "[]")).0, CallVerdict::Violation(_)));
+    assert!(matches!(history.call(&call(2, "[]")).0, CallVerdict::Violation(_)));
+    assert_eq!(history.call(&call(1, "[]")).0, CallVerdict::Call);
+  }
+
+  #[test]
+  fn a_history_given_up_lets_its_replies_go() {
+    let mut history = RunHistory::default();
+    history.call(&call(0, "[]"));
+    history.reply(0, ReplyKind::Text, "x".repeat(1000));
+    history.call(&call(1, "[]"));
+    assert_eq!(history.bytes(), 2 * CALL_RECORD_BYTES + 1000);
+    assert_eq!(history.give_up(), 2 * CALL_RECORD_BYTES + 1000);
+    assert!(!history.replayable());
+    assert_eq!(history.reply(1, ReplyKind::Text, "y".into()), ReplyVerdict::Pass("y".into()));
+    assert_eq!(history.held(0), None);
+    assert_eq!(history.call(&call(2, "[]")), (CallVerdict::Call, 0));
+    assert!(matches!(history.call(&call(2, "[]")).0, CallVerdict::Violation(_)));
+    assert_eq!(history.bytes(), 0);
+  }
+}
