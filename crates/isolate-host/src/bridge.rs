@@ -61,6 +61,11 @@ pub struct Mailbox {
   arrived: Notify,
   /// Calls of this run the host has not answered yet (for `stats()`).
   unanswered: AtomicUsize,
+  /// The id of the run's next call: a run's calls are numbered from 0 in
+  /// the order it makes them, so that the harness can match each call of
+  /// a re-executed run with the same call in the run's history, and a
+  /// host that sends an id twice is caught (`dsh_protocol::history`).
+  next_call: AtomicU32,
   /// The run executes: replies are delivered here, and it counts as
   /// waiting on the host while calls are unanswered.
   open: AtomicBool,
@@ -200,7 +205,6 @@ pub struct Bridge {
   sending: Mutex<()>,
   /// The live runs, whose records hold their mailboxes.
   runs: Arc<LiveRuns>,
-  next_call: AtomicU32,
   /// Set once, when the channel is up.
   send_calls: OnceLock<SendCalls>,
   /// Set once, when the channel is up (see [`TakeReplies`]).
@@ -214,7 +218,6 @@ impl Bridge {
       outbox: Mutex::default(),
       sending: Mutex::default(),
       runs,
-      next_call: AtomicU32::new(0),
       send_calls: OnceLock::new(),
       take_replies: OnceLock::new(),
     }
@@ -253,11 +256,11 @@ impl Bridge {
   }
 
   /// Queue a call from the run whose mailbox is `mailbox` for the host;
-  /// returns its id. The call holds the reservation the op handed it
+  /// returns its id, the run's count of calls before it. The call holds the reservation the op handed it
   /// (`sandbox_ext::with_held`), if any.
   pub fn call(&self, mailbox: &Mailbox, run_id: u32, namespace: u32, function: u32, argument: Argument) -> u32 {
     mailbox.unanswered.fetch_add(1, Ordering::Relaxed);
-    let call_id = self.next_call.fetch_add(1, Ordering::Relaxed);
+    let call_id = mailbox.next_call.fetch_add(1, Ordering::Relaxed);
     let Argument { json: args, paths, strings } = argument;
     let call = HostCall { run_id, call_id, namespace, function, args, paths, strings };
     let held = take_handed();
