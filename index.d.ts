@@ -172,6 +172,20 @@ export interface NativeConfig {
    */
   hostMaxRssMb: number
   /**
+   * What one run's history (see [When a host dies](#when-a-host-dies))
+   * may hold, in MiB: chiefly its tools' replies, held to answer its
+   * calls again should it be re-executed on another host. Past it the
+   * run goes on, but its history is dropped and its host's death fails
+   * it, saying so.
+   */
+  maxRunHistoryMb: number
+  /**
+   * What the histories of all runs in flight may hold together, in MiB:
+   * a run whose history would take them past it has its history
+   * dropped, as if past `maxRunHistoryMb`.
+   */
+  maxHistoryMb: number
+  /**
    * Refuse to start (`ctx.plugin` rejects, naming what is off, and no
    * host starts) where the kernel refuses any of a host's protections
    * (see [The host's lockdown](#the-hosts-lockdown));
@@ -282,10 +296,29 @@ export interface NativeStats {
   /** Hosts started to replace one that ended. */
   hostRestarts: number
   /**
-   * Runs that had started on a host when it ended (each settled
-   * `worker-exit`); runs that had not started were placed again.
+   * Runs that failed `worker-exit` because their host ended: runs not
+   * shown waiting on a tool when it ended, runs whose re-execution
+   * diverged or whose history was dropped, and runs on the third host
+   * to end under them. Runs that had not started were placed again;
+   * runs waiting on a tool were re-executed (`runsReexecuted`).
    */
   runsLostToHostExits: number
+  /**
+   * Re-executions of runs whose host ended while they waited on a
+   * tool: one per run and host death.
+   */
+  runsReexecuted: number
+  /**
+   * Re-executed runs that failed because they were not the run their
+   * history records (a call or log entry other than the recorded one,
+   * or a finish before the history's end).
+   */
+  reexecutionsDiverged: number
+  /**
+   * Bytes held in the histories of the runs in flight (chiefly tool
+   * replies, held to answer a re-executed run's calls).
+   */
+  historyBytes: number
   /** How the last host that ended ended, as its runs were told. */
   lastHostExit?: string
   /**

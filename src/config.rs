@@ -23,6 +23,25 @@ pub struct Checked {
   pub hosts: usize,
   pub require_sandbox: bool,
   pub recycle_above_bytes: u64,
+  /// What one run's history may hold, and all runs' together, in bytes.
+  pub history_caps: HistoryCaps,
+}
+
+/// The bounds of runs' histories (`maxRunHistoryMb`, `maxHistoryMb`).
+#[derive(Clone, Copy, Debug)]
+pub struct HistoryCaps {
+  pub per_run_mb: f64,
+  pub total_mb: f64,
+}
+
+impl HistoryCaps {
+  pub fn per_run_bytes(&self) -> u64 {
+    (self.per_run_mb * 1024.0 * 1024.0) as u64
+  }
+
+  pub fn total_bytes(&self) -> u64 {
+    (self.total_mb * 1024.0 * 1024.0) as u64
+  }
 }
 
 /// This machine's memory, in MiB (the bound of every memory key).
@@ -166,6 +185,7 @@ pub fn check(config: &NativeConfig, host: HostFacts) -> Result<Checked, String> 
     hosts: config.isolate_hosts as usize,
     require_sandbox: config.require_sandbox,
     recycle_above_bytes: (config.host_max_rss_mb * 1024.0 * 1024.0) as u64,
+    history_caps: HistoryCaps { per_run_mb: config.max_run_history_mb, total_mb: config.max_history_mb },
   })
 }
 

@@ -465,6 +465,30 @@ config_keys! {
       "runs goes back with the process.",
     ],
   },
+  max_run_history_mb: f64 = Key {
+    name: "maxRunHistoryMb",
+    description: "what one run's history may hold to be re-executed after its host dies (MiB)",
+    kind: Kind::Number { min: Min::Positive, max: Max::MachineMemoryMb },
+    default: DefaultValue::AtMostTheBound(64.0),
+    doc: [
+      "What one run's history (see [When a host dies](#when-a-host-dies))",
+      "may hold, in MiB: chiefly its tools' replies, held to answer its",
+      "calls again should it be re-executed on another host. Past it the",
+      "run goes on, but its history is dropped and its host's death fails",
+      "it, saying so.",
+    ],
+  },
+  max_history_mb: f64 = Key {
+    name: "maxHistoryMb",
+    description: "what all runs' histories together may hold (MiB)",
+    kind: Kind::Number { min: Min::Positive, max: Max::MachineMemoryMb },
+    default: DefaultValue::AtMostTheBound(1024.0),
+    doc: [
+      "What the histories of all runs in flight may hold together, in MiB:",
+      "a run whose history would take them past it has its history",
+      "dropped, as if past `maxRunHistoryMb`.",
+    ],
+  },
   require_sandbox: bool = Key {
     name: "requireSandbox",
     description: "refuse to start where the kernel refuses an isolate host's protections",

@@ -81,9 +81,22 @@ macro_rules! native_stats {
       pub hosts: u32,
       /// Hosts started to replace one that ended.
       pub host_restarts: f64,
-      /// Runs that had started on a host when it ended (each settled
-      /// `worker-exit`); runs that had not started were placed again.
+      /// Runs that failed `worker-exit` because their host ended: runs not
+      /// shown waiting on a tool when it ended, runs whose re-execution
+      /// diverged or whose history was dropped, and runs on the third host
+      /// to end under them. Runs that had not started were placed again;
+      /// runs waiting on a tool were re-executed (`runsReexecuted`).
       pub runs_lost_to_host_exits: f64,
+      /// Re-executions of runs whose host ended while they waited on a
+      /// tool: one per run and host death.
+      pub runs_reexecuted: f64,
+      /// Re-executed runs that failed because they were not the run their
+      /// history records (a call or log entry other than the recorded one,
+      /// or a finish before the history's end).
+      pub reexecutions_diverged: f64,
+      /// Bytes held in the histories of the runs in flight (chiefly tool
+      /// replies, held to answer a re-executed run's calls).
+      pub history_bytes: f64,
       /// How the last host that ended ended, as its runs were told.
       pub last_host_exit: Option<String>,
       /// Process ids of the isolate hosts alive (to inspect them from outside:
@@ -180,6 +193,7 @@ impl NativeRuntime {
       hosts: checked.hosts,
       require_sandbox: checked.require_sandbox,
       recycle_above_bytes: checked.recycle_above_bytes,
+      history_caps: checked.history_caps,
     };
     let supervisor =
       Supervisor::start(settings, calls.clone()).map_err(|message| Error::new(Status::GenericFailure, message))?;

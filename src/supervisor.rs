@@ -13,13 +13,17 @@
 //! A run goes to the ready host with the fewest runs placed, so a host's
 //! death costs about its share of the runs in flight, not all of them.
 //!
-//! A host's end is a run outcome, never the harness's. Runs that had
-//! started on it settle `worker-exit` with a message naming what happened
-//! and the logs they wrote (the harness replays each run's ledger from the
-//! entries in the host's journal, which are in the kernel as soon as they
-//! are written, so nothing written is lost); runs placed on it that
-//! had not started go back to the front of the queue, for the other hosts
-//! (at most [`MAX_PLACEMENTS`] placements). Deaths that follow each other
+//! A host's end is a run outcome, never the harness's. Each run keeps its
+//! history here (`dsh_protocol::history`: its calls and their replies; its
+//! log entries are in the harness's replay of its ledger, fed from the
+//! host's journal, whose bytes are in the kernel as soon as they are
+//! written). When its host ends, a run that had not started goes back to
+//! the front of the queue; a run that was waiting on a tool is executed
+//! again on another host from its history, its recorded calls answered
+//! from it (no tool is called twice) and its recorded log entries not
+//! written twice; any other run (it may be what ended the host) settles
+//! `worker-exit` with what happened and the logs it wrote. A run on
+//! [`MAX_HOSTS_LOST`] hosts that ended fails instead. Deaths that follow each other
 //! quickly (a program that kills every host it lands on, retried) back off
 //! before the next start ([`restart_delay`]): hosts are never spawned
 //! without bound, and runs that wait meanwhile still meet their wall
@@ -40,21 +44,18 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use dsh_protocol::config::RuntimeConfig;
-use dsh_protocol::failure::{failure, StopReason};
-use dsh_protocol::frame::{encode_submit, FromHost, HostStats, Reply, ToHost};
+use dsh_protocol::failure::{failure, HostLoss, StopReason, MAX_HOSTS_LOST};
+use dsh_protocol::frame::{encode_replies, encode_submit, FromHost, HostCall, HostStats, Reply, ReplyKind, ToHost};
+use dsh_protocol::history::{CallIdentity, CallVerdict, Divergence, LogVerdict, ReplyVerdict, RunHistory};
 use dsh_protocol::inbox::{Inbox, Next, Ready};
 use dsh_protocol::ledger::{Completion, FailureKind, Outcomes, Output, OutputLedger};
 use dsh_protocol::lock::lock;
 use dsh_protocol::protections::{Protection, Protections};
 
+use crate::config::HistoryCaps;
 use crate::host_calls::CallOutbox;
 use crate::host_process::{spawn, HostEnd, HostLink, Spawned, StderrTail};
 use crate::NativeStats;
-
-/// How many hosts a run may be placed on before it started on any: a run
-/// whose host keeps dying before it starts (while it is being prepared)
-/// fails instead of moving on for ever.
-const MAX_PLACEMENTS: u32 = 3;
 
 /// How long a host may take from its start to `Ready`.
 const HOST_START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -110,6 +111,8 @@ pub struct Settings {
   /// run a program, takes no more runs and is replaced when its runs end
   /// (`hostMaxRssMb`).
   pub recycle_above_bytes: u64,
+  /// What runs' histories may hold (`maxRunHistoryMb`, `maxHistoryMb`).
+  pub history_caps: HistoryCaps,
 }
 
 impl Settings {
@@ -135,9 +138,22 @@ struct RunRecord {
   host: Option<u64>,
   started: bool,
   /// The abort sent to its host, if any: should that host die before the
-  /// run started, the run ends with it instead of being placed again.
+  /// run reported its end, the run ends with it instead of going on.
   aborted: Option<Vec<u16>>,
-  placements: u32,
+  /// Hosts that ended while it was on them.
+  hosts_lost: u32,
+  /// Everything that entered it from outside, to execute it again.
+  history: RunHistory,
+  /// Its history's bytes as counted in [`State::history_bytes`].
+  history_counted: u64,
+  /// The cap its history passed, when it was given up.
+  history_over: Option<HostLoss>,
+  /// How the host whose end began its current execution ended.
+  lost_host: Option<String>,
+  /// Its current execution is not the run its history records: it is
+  /// being stopped on its host, and settles with this.
+  diverged: Option<Divergence>,
+  /// Kept for as long as the run may be executed again.
   program: String,
   bindings_json: String,
   deadline: Instant,
@@ -231,6 +247,10 @@ struct State {
   refused: u64,
   host_starts: u64,
   runs_lost: u64,
+  runs_reexecuted: u64,
+  reexecutions_diverged: u64,
+  /// Bytes held by the histories of the runs in flight.
+  history_bytes: u64,
   last_host_end: Option<String>,
 }
 
@@ -412,7 +432,12 @@ impl Supervisor {
       host: None,
       started: false,
       aborted: None,
-      placements: 0,
+      hosts_lost: 0,
+      history: RunHistory::default(),
+      history_counted: 0,
+      history_over: None,
+      lost_host: None,
+      diverged: None,
       program,
       bindings_json,
       deadline: Instant::now() + Duration::from_secs_f64(config.max_wall_ms / 1000.0),
@@ -441,7 +466,6 @@ impl Supervisor {
     };
     let Some(record) = state.runs.get_mut(&run_id) else { return };
     record.host = Some(host.generation);
-    record.placements += 1;
     let wall_ms = record.deadline.saturating_duration_since(Instant::now()).as_secs_f64() * 1000.0;
     let mut frame = Vec::with_capacity(32 + record.program.len() + record.bindings_json.len());
     encode_submit(&mut frame, run_id, wall_ms, &record.program, &record.bindings_json);
@@ -468,26 +492,66 @@ impl Supervisor {
     }
   }
 
-  /// Send host-call replies to the hosts their runs are on. Returns whether
-  /// a live run was answered.
+  /// Take the tools' replies into their runs' histories, and send each to
+  /// the host its run is on when the run's current execution has made the
+  /// call (a run being executed again gets it when it makes the call
+  /// again). Returns whether a live run was answered.
   pub fn reply(&self, replies: Vec<Reply>) -> bool {
-    let state = lock(&self.state);
-    let mut by_host: Vec<(Arc<Host>, Vec<Reply>)> = Vec::new();
-    for reply in replies {
-      let Some(host) = state.runs.get(&reply.run_id).and_then(|record| record.host).and_then(|g| state.host(g)) else {
+    let mut state = lock(&self.state);
+    let mut by_host: Vec<(Arc<Host>, Vec<Outgoing>)> = Vec::new();
+    for Reply { run_id, call_id, kind, text } in replies {
+      let Some(record) = state.runs.get_mut(&run_id) else { continue };
+      let outgoing = match record.history.reply(call_id, kind, text) {
+        ReplyVerdict::Unwanted | ReplyVerdict::Held { send: false, .. } => None,
+        ReplyVerdict::Held { send: true, .. } => Some(Outgoing::Held { run_id, call_id }),
+        ReplyVerdict::Pass(text) => Some(Outgoing::Passed(Reply { run_id, call_id, kind, text })),
+      };
+      let on = record.host;
+      self.account_history(&mut state, run_id);
+      let (Some(outgoing), Some(host)) = (outgoing, on.and_then(|generation| state.host(generation))) else {
         continue;
       };
       match by_host.iter_mut().find(|(known, _)| known.generation == host.generation) {
-        Some((_, batch)) => batch.push(reply),
-        None => by_host.push((host.clone(), vec![reply])),
+        Some((_, batch)) => batch.push(outgoing),
+        None => by_host.push((host.clone(), vec![outgoing])),
       }
     }
+    let frames: Vec<(Arc<Host>, Vec<u8>)> = by_host
+      .into_iter()
+      .map(|(host, batch)| {
+        let mut frame = Vec::new();
+        let replies: Vec<_> = batch.iter().filter_map(|outgoing| outgoing.text(&state)).collect();
+        encode_replies(&mut frame, &replies);
+        (host, frame)
+      })
+      .collect();
     drop(state);
-    let answered = !by_host.is_empty();
-    for (host, batch) in by_host {
-      host.send(&ToHost::Replies(batch));
+    let answered = !frames.is_empty();
+    for (host, frame) in frames {
+      host.link.send(&frame);
     }
     answered
+  }
+
+  /// Count `run_id`'s history after it changed, and keep it within its
+  /// cap and all runs' histories within theirs: a history past either is
+  /// given up (the run goes on, but cannot be executed again).
+  fn account_history(&self, state: &mut State, run_id: u32) {
+    let caps = self.settings.history_caps;
+    let Some(record) = state.runs.get_mut(&run_id) else { return };
+    let bytes = record.history.bytes();
+    state.history_bytes = state.history_bytes.saturating_sub(record.history_counted).saturating_add(bytes);
+    record.history_counted = bytes;
+    let over = if bytes > caps.per_run_bytes() {
+      HostLoss::HistoryOverCap { key: "maxRunHistoryMb", mb: caps.per_run_mb }
+    } else if state.history_bytes > caps.total_bytes() {
+      HostLoss::HistoryOverCap { key: "maxHistoryMb", mb: caps.total_mb }
+    } else {
+      return;
+    };
+    record.history.give_up();
+    record.history_over = Some(over);
+    state.history_bytes = state.history_bytes.saturating_sub(std::mem::take(&mut record.history_counted));
   }
 
   /// A run that fails before it is submitted (a pre-aborted signal) is
@@ -552,6 +616,9 @@ impl Supervisor {
       hosts: alive,
       host_restarts: state.host_starts.saturating_sub(state.slots.len() as u64) as f64,
       runs_lost_to_host_exits: state.runs_lost as f64,
+      runs_reexecuted: state.runs_reexecuted as f64,
+      reexecutions_diverged: state.reexecutions_diverged as f64,
+      history_bytes: state.history_bytes as f64,
       last_host_exit: state.last_host_end.clone(),
       host_pids: pids,
       sandbox: Protection::ALL
@@ -621,6 +688,7 @@ impl Supervisor {
   /// Remove a run's record and settle its output through its ledger.
   fn finish(&self, state: &mut State, run_id: u32, with: FinishWith) -> Option<Delivery> {
     let record = state.runs.remove(&run_id)?;
+    state.history_bytes = state.history_bytes.saturating_sub(record.history_counted);
     if let Some(slot) = record.host.and_then(|generation| state.host(generation)).map(|host| host.slot) {
       state.slots[slot].placed = state.slots[slot].placed.saturating_sub(1);
     }
@@ -653,6 +721,11 @@ impl Supervisor {
       let (stream, belongs) = if from_journal { ("journal", "channel") } else { ("channel", "journal") };
       return Err(format!("a frame of the {belongs} on the {stream}"));
     }
+    // Digests of the calls' arguments, made before the state is locked.
+    let identities: Vec<CallIdentity> = match &message {
+      FromHost::Calls(calls) => calls.iter().map(CallIdentity::of).collect(),
+      _ => Vec::new(),
+    };
     let mut state = lock(&self.state);
     if state.host(host.generation).is_none() {
       return Err("a frame from a host that was replaced".to_owned());
@@ -684,18 +757,23 @@ impl Supervisor {
         state.slots[slot].ran_any = true;
         if let Some(record) = state.runs.get_mut(&run_id) {
           record.started = true;
-          // Its program text is not needed again.
-          record.program = String::new();
-          record.bindings_json = String::new();
         }
       }
       FromHost::Log { run_id, text } => match state.runs.get_mut(&run_id) {
         Some(record) if record.host == Some(host.generation) => {
-          record.ledger.admit(&text);
+          if record.diverged.is_none() {
+            match record.history.log(&text, &record.ledger) {
+              LogVerdict::Admit => {
+                record.ledger.admit(&text);
+              }
+              LogVerdict::Recorded => {}
+              LogVerdict::Diverged(divergence) => diverge(record, run_id, divergence, host),
+            }
+          }
         }
         _ => return Err(format!("a log entry for run {run_id}, which is not on this host")),
       },
-      FromHost::Calls(mut calls) => {
+      FromHost::Calls(calls) => {
         // A run's last calls may cross after its result (the run queued
         // them, then finished before its thread parked): such calls are
         // dropped, no one waits for them. A call for a run on another host
@@ -705,17 +783,33 @@ impl Supervisor {
         }) {
           return Err(format!("a host call for run {}, which is not on this host", call.run_id));
         }
-        calls.retain(|call| on_this_host(&state, call.run_id));
+        let calls = calls.into_iter().zip(identities).filter(|(call, _)| on_this_host(&state, call.run_id)).collect();
+        let (to_tools, answers, violation) = self.take_calls_into_histories(&mut state, host, calls);
+        let mut frame = Vec::new();
+        if !answers.is_empty() {
+          let replies: Vec<_> =
+            answers.iter().map(|reply| (reply.run_id, reply.call_id, reply.kind, reply.text.as_str())).collect();
+          encode_replies(&mut frame, &replies);
+        }
         drop(state);
-        if !calls.is_empty() {
-          self.calls.push(calls);
+        if !frame.is_empty() {
+          host.link.send(&frame);
+        }
+        // The calls before a violation were taken into their histories:
+        // their tools are called, once, whatever the host does next.
+        if !to_tools.is_empty() {
+          self.calls.push(to_tools);
+        }
+        if let Some(violation) = violation {
+          return Err(violation);
         }
       }
       FromHost::Finished { run_id, completion } => {
         if !on_this_host(&state, run_id) {
           return Err(format!("run {run_id} finished, but it is not on this host"));
         }
-        let delivery = self.finish(&mut state, run_id, FinishWith::Completion(completion));
+        let with = self.finished_as(&mut state, run_id, completion);
+        let delivery = self.finish(&mut state, run_id, with);
         self.admit(&mut state);
         drop(state);
         if let Some(delivery) = delivery {
@@ -752,6 +846,61 @@ impl Supervisor {
       }
     }
     Ok(())
+  }
+
+  /// Each call of a frame through its run's history: new calls go to the
+  /// tools, calls the history answers are answered at once (returned as
+  /// replies for `host`), a call that is not the recorded one stops its
+  /// run. A call id out of turn is the host breaking the protocol: the
+  /// calls before it are still returned, the violation last.
+  fn take_calls_into_histories(
+    &self,
+    state: &mut State,
+    host: &Host,
+    calls: Vec<(HostCall, CallIdentity)>,
+  ) -> (Vec<HostCall>, Vec<Reply>, Option<String>) {
+    let mut to_tools = Vec::with_capacity(calls.len());
+    let mut answers = Vec::new();
+    for (call, identity) in calls {
+      let run_id = call.run_id;
+      let Some(record) = state.runs.get_mut(&run_id) else { continue };
+      if record.diverged.is_some() {
+        continue;
+      }
+      let (verdict, grew) = record.history.call(&call, identity);
+      match verdict {
+        CallVerdict::Call => to_tools.push(call),
+        CallVerdict::Answer(kind, text) => answers.push(Reply { run_id, call_id: call.call_id, kind, text }),
+        CallVerdict::AwaitAnswer => {}
+        CallVerdict::Diverged(divergence) => diverge(record, run_id, divergence, host),
+        CallVerdict::Violation(why) => return (to_tools, answers, Some(why)),
+      }
+      if grew > 0 {
+        self.account_history(state, run_id);
+      }
+    }
+    (to_tools, answers, None)
+  }
+
+  /// How a run its host reports finished settles: as reported; or, for an
+  /// execution that diverged or finished before making its history again,
+  /// as a divergence. An abort, or a timeout, is what it says.
+  fn finished_as(&self, state: &mut State, run_id: u32, completion: Completion) -> FinishWith {
+    let Some(record) = state.runs.get(&run_id) else { return FinishWith::Completion(completion) };
+    let stopped_by_runtime =
+      matches!(&completion, Completion::Failure { kind: FailureKind::Abort | FailureKind::Timeout, .. });
+    let divergence = record.diverged.or_else(|| {
+      let reexecuted = record.history.reexecutions() > 0 && !stopped_by_runtime;
+      reexecuted.then(|| record.history.finish(&record.ledger).err()).flatten()
+    });
+    let Some(divergence) = divergence else { return FinishWith::Completion(completion) };
+    if let Some(reason) = &record.aborted {
+      return stopped(&StopReason::Abort(reason.clone()), &self.settings.config);
+    }
+    let end = record.lost_host.clone().unwrap_or_default();
+    state.reexecutions_diverged += 1;
+    state.runs_lost += 1;
+    stopped(&StopReason::HostEnded { end, loss: HostLoss::Diverged(divergence) }, &self.settings.config)
   }
 
   /// Node's main thread, lingering for a run's next call: take the calls
@@ -810,7 +959,6 @@ impl Supervisor {
   fn host_ended(&self, host: &Arc<Host>, end: HostEnd) {
     lock(&self.hosts).retain(|alive| !Arc::ptr_eq(alive, host));
     let described = end.describe();
-    let message: Vec<u16> = described.encode_utf16().collect();
     let mut state = lock(&self.state);
     if state.host(host.generation).is_none() {
       return;
@@ -833,20 +981,41 @@ impl Supervisor {
       let disposing = state.disposing;
       let Some(record) = state.runs.get_mut(&run_id) else { continue };
       record.host = None;
-      let (started, placements, aborted) = (record.started, record.placements, record.aborted.take());
-      if disposing {
-        deliveries.extend(self.finish(&mut state, run_id, stopped(&StopReason::Disposed, &self.settings.config)));
-      } else if let (false, Some(reason)) = (started, aborted) {
-        deliveries.extend(self.finish(&mut state, run_id, stopped(&StopReason::Abort(reason), &self.settings.config)));
-      } else if started || placements >= MAX_PLACEMENTS {
-        state.runs_lost += 1;
-        deliveries.extend(self.finish(
-          &mut state,
-          run_id,
-          FinishWith::Failure(FailureKind::WorkerExit, message.clone()),
-        ));
+      record.hosts_lost += 1;
+      let started = std::mem::replace(&mut record.started, false);
+      let with = if disposing {
+        Some(stopped(&StopReason::Disposed, &self.settings.config))
+      } else if let Some(reason) = record.aborted.take() {
+        Some(stopped(&StopReason::Abort(reason), &self.settings.config))
       } else {
-        again.push(run_id);
+        let lost = if let Some(divergence) = record.diverged {
+          let end = record.lost_host.clone().unwrap_or_else(|| described.clone());
+          Some((end, HostLoss::Diverged(divergence)))
+        } else if record.hosts_lost >= MAX_HOSTS_LOST {
+          Some((described.clone(), HostLoss::TooManyHosts))
+        } else if !started {
+          None
+        } else if !record.history.waiting_on_a_tool() {
+          Some((described.clone(), HostLoss::Running))
+        } else if let Some(over) = record.history_over.clone() {
+          Some((described.clone(), over))
+        } else {
+          record.history.begin_reexecution();
+          record.lost_host = Some(described.clone());
+          state.runs_reexecuted += 1;
+          None
+        };
+        lost.map(|(end, loss)| {
+          if let HostLoss::Diverged(_) = loss {
+            state.reexecutions_diverged += 1;
+          }
+          state.runs_lost += 1;
+          stopped(&StopReason::HostEnded { end, loss }, &self.settings.config)
+        })
+      };
+      match with {
+        Some(with) => deliveries.extend(self.finish(&mut state, run_id, with)),
+        None => again.push(run_id),
       }
     }
     // Placed again ahead of the runs that came after them.
@@ -889,6 +1058,35 @@ fn stopped(stop: &StopReason, config: &RuntimeConfig) -> FinishWith {
 
 pub fn queue_full() -> String {
   "the run queue is full (config.maxQueuedRuns); wait for runs to finish or raise the limit".to_owned()
+}
+
+/// Stop a run whose current execution is not the run its history records:
+/// its host stops it (as an abort would), and its end settles as the
+/// divergence. Its calls and log entries from here on are not taken.
+fn diverge(record: &mut RunRecord, run_id: u32, divergence: Divergence, host: &Host) {
+  if record.diverged.is_none() {
+    record.diverged = Some(divergence);
+    host.send(&ToHost::Abort { run_id, reason: Vec::new() });
+  }
+}
+
+/// A reply on its way to a host: held in its run's history (encoded from
+/// there), or passed on by a run whose history was given up.
+enum Outgoing {
+  Held { run_id: u32, call_id: u32 },
+  Passed(Reply),
+}
+
+impl Outgoing {
+  fn text<'a>(&'a self, state: &'a State) -> Option<(u32, u32, ReplyKind, &'a str)> {
+    match self {
+      Outgoing::Held { run_id, call_id } => {
+        let (kind, text) = state.runs.get(run_id)?.history.held(*call_id)?;
+        Some((*run_id, *call_id, kind, text))
+      }
+      Outgoing::Passed(reply) => Some((reply.run_id, reply.call_id, reply.kind, &reply.text)),
+    }
+  }
 }
 
 /// A run's end on its way to its caller: delivered outside every lock.
@@ -1140,6 +1338,7 @@ while read_frame()[0] != 6:
       hosts: 1,
       require_sandbox: false,
       recycle_above_bytes: u64::MAX,
+      history_caps: HistoryCaps { per_run_mb: 64.0, total_mb: 1024.0 },
     };
     let supervisor = Supervisor::start(settings, Arc::default()).unwrap();
     let (send, receive) = mpsc::channel();
@@ -1210,6 +1409,7 @@ while read_frame()[0] != 6:
       hosts: 1,
       require_sandbox,
       recycle_above_bytes: u64::MAX,
+      history_caps: HistoryCaps { per_run_mb: 64.0, total_mb: 1024.0 },
     };
     let refused = Supervisor::start(settings(true), Arc::default()).err().expect("refused");
     assert_eq!(
@@ -1235,6 +1435,56 @@ while read_frame()[0] != 6:
     supervisor.shutdown();
   }
 
+  /// A host that sends a call twice (the same run and call id) breaks the
+  /// protocol: it is ended, and the tool is called once. The run, waiting
+  /// on that call, is executed again on each host that replaces it (the
+  /// same hostile script, which sends the call twice again: the recorded
+  /// call waits for the tool's answer, the repeat ends the host), until it
+  /// has been on three hosts that ended.
+  #[test]
+  fn a_host_that_repeats_a_call_is_ended_and_the_tool_is_called_once() {
+    // Calls: one call of RUN, id 0, namespace 0, function 0, argument "[]".
+    let call = "1f0000000401000000RUN000000000000000000000000020000005b5d00000000";
+    let settings = Settings {
+      config: config(),
+      executable: hostile_host("repeated-call", &format!("{call}{call}")),
+      unresponsive_after: Duration::from_secs(60),
+      hosts: 1,
+      require_sandbox: false,
+      recycle_above_bytes: u64::MAX,
+      history_caps: HistoryCaps { per_run_mb: 64.0, total_mb: 1024.0 },
+    };
+    let calls = Arc::new(CallOutbox::default());
+    let supervisor = Supervisor::start(settings, calls.clone()).unwrap();
+    let (send, receive) = mpsc::channel();
+    let deliver: Deliver = Box::new(move |end| {
+      let _ = send.send(match end {
+        RunEnd::Output(output) => Some(output.completion),
+        RunEnd::Refused => None,
+      });
+    });
+    supervisor.submit(1, "return 1".into(), r#"{"namespaces":[]}"#.into(), deliver).unwrap();
+    let completion = receive.recv_timeout(Duration::from_secs(60)).expect("the run settles").expect("not refused");
+    let Completion::Failure { kind: FailureKind::WorkerExit, message } = completion else {
+      panic!("{completion:?}");
+    };
+    let message = String::from_utf16_lossy(&message);
+    assert!(
+      message.starts_with("the isolate host broke the channel's protocol (call 0 of run 1, where its next call is 1)"),
+      "{message}"
+    );
+    assert!(
+      message.ends_with("; the run was on 3 isolate hosts that ended, and is not re-executed again"),
+      "{message}"
+    );
+    let called = calls.drain();
+    assert_eq!(called.len(), 1, "{called:?}");
+    assert_eq!((called[0].run_id, called[0].call_id, called[0].args.as_str()), (1, 0, "[]"));
+    let stats = supervisor.stats();
+    assert_eq!((stats.runs_reexecuted, stats.runs_lost_to_host_exits), (2.0, 1.0));
+    supervisor.shutdown();
+  }
+
   #[test]
   fn runs_waiting_for_a_host_that_can_no_longer_be_started_fail_instead_of_waiting() {
     // A host that is ready, then breaks the protocol on its first run; by
@@ -1247,6 +1497,7 @@ while read_frame()[0] != 6:
       hosts: 1,
       require_sandbox: false,
       recycle_above_bytes: u64::MAX,
+      history_caps: HistoryCaps { per_run_mb: 64.0, total_mb: 1024.0 },
     };
     let supervisor = Supervisor::start(settings, Arc::default()).unwrap();
     std::fs::remove_file(&executable).unwrap();

@@ -54,19 +54,27 @@ pub struct CallIdentity {
 impl CallIdentity {
   pub fn of(call: &HostCall) -> CallIdentity {
     let mut digest = Sha256::new();
-    let mut part = |tag: u8, bytes: &[u8]| {
+    let part = |digest: &mut Sha256, tag: u8, bytes: &[u8]| {
       digest.update([tag]);
       digest.update((bytes.len() as u64).to_le_bytes());
       digest.update(bytes);
     };
-    part(b'j', call.args.as_bytes());
-    part(b'p', call.paths.as_bytes());
+    part(&mut digest, b'j', call.args.as_bytes());
+    part(&mut digest, b'p', call.paths.as_bytes());
     for string in &call.strings {
       match string {
-        RawString::Latin1(bytes) => part(b'l', bytes),
+        RawString::Latin1(bytes) => part(&mut digest, b'l', bytes),
         RawString::Utf16(units) => {
-          let bytes: Vec<u8> = units.iter().flat_map(|unit| unit.to_le_bytes()).collect();
-          part(b'u', &bytes)
+          digest.update([b'u']);
+          digest.update((units.len() as u64 * 2).to_le_bytes());
+          // In pieces, so a long string is not copied whole to be hashed.
+          let mut piece = [0u8; 8192];
+          for chunk in units.chunks(piece.len() / 2) {
+            for (unit, bytes) in chunk.iter().zip(piece.chunks_exact_mut(2)) {
+              bytes.copy_from_slice(&unit.to_le_bytes());
+            }
+            digest.update(&piece[..chunk.len() * 2]);
+          }
         }
       }
     }
@@ -216,9 +224,10 @@ impl RunHistory {
     self.current = Execution::default();
   }
 
-  /// A call of the current execution, as its host sent it. Returns what
-  /// to do, and the bytes the history grew by.
-  pub fn call(&mut self, call: &HostCall) -> (CallVerdict, u64) {
+  /// A call of the current execution, as its host sent it, and its
+  /// identity (computed by the caller, which may do it outside its locks).
+  /// Returns what to do, and the bytes the history grew by.
+  pub fn call(&mut self, call: &HostCall, identity: CallIdentity) -> (CallVerdict, u64) {
     if call.call_id != self.current.calls {
       let expected = self.current.calls;
       let why = format!("call {} of run {}, where its next call is {expected}", call.call_id, call.run_id);
@@ -228,7 +237,6 @@ impl RunHistory {
     if self.given_up {
       return (CallVerdict::Call, 0);
     }
-    let identity = CallIdentity::of(call);
     let Some(recorded) = self.calls.get(call.call_id as usize) else {
       self.calls.push(RecordedCall { identity, answer: Answer::Awaited });
       self.current.unanswered += 1;
@@ -313,6 +321,10 @@ mod tests {
     }
   }
 
+  fn record(history: &mut RunHistory, call: &HostCall) -> (CallVerdict, u64) {
+    history.call(call, CallIdentity::of(call))
+  }
+
   fn units(text: &str) -> Vec<u16> {
     text.encode_utf16().collect()
   }
@@ -324,28 +336,28 @@ mod tests {
   fn a_reexecution_is_answered_from_the_history_then_goes_on_live() {
     let mut history = RunHistory::default();
     let mut ledger = OutputLedger::new(1 << 20);
-    assert_eq!(history.call(&call(0, "[1]")).0, CallVerdict::Call);
+    assert_eq!(record(&mut history, &call(0, "[1]")).0, CallVerdict::Call);
     assert!(history.waiting_on_a_tool());
     assert_eq!(history.reply(0, ReplyKind::Json, "10".into()), ReplyVerdict::Held { send: true, grew: 2 });
     assert!(!history.waiting_on_a_tool());
     assert_eq!(history.log(&units("one"), &ledger), LogVerdict::Admit);
     ledger.admit(&units("one"));
-    assert_eq!(history.call(&call(1, "[2]")).0, CallVerdict::Call);
+    assert_eq!(record(&mut history, &call(1, "[2]")).0, CallVerdict::Call);
     assert!(history.waiting_on_a_tool());
 
     history.begin_reexecution();
     assert!(!history.waiting_on_a_tool());
-    assert_eq!(history.call(&call(0, "[1]")).0, CallVerdict::Answer(ReplyKind::Json, "10".into()));
+    assert_eq!(record(&mut history, &call(0, "[1]")).0, CallVerdict::Answer(ReplyKind::Json, "10".into()));
     assert_eq!(history.log(&units("one"), &ledger), LogVerdict::Recorded);
     assert_eq!(history.finish(&ledger), Err(Divergence::FinishedEarly));
-    assert_eq!(history.call(&call(1, "[2]")).0, CallVerdict::AwaitAnswer);
+    assert_eq!(record(&mut history, &call(1, "[2]")).0, CallVerdict::AwaitAnswer);
     assert!(history.waiting_on_a_tool());
     // The tool answers the call in flight at the death: the reply goes to
     // the execution that made it again.
     assert_eq!(history.reply(1, ReplyKind::Text, "twenty".into()), ReplyVerdict::Held { send: true, grew: 6 });
     assert_eq!(history.held(1), Some((ReplyKind::Text, "twenty")));
     assert_eq!(history.reply(1, ReplyKind::Text, "twice".into()), ReplyVerdict::Unwanted);
-    assert_eq!(history.call(&call(2, "[3]")).0, CallVerdict::Call);
+    assert_eq!(record(&mut history, &call(2, "[3]")).0, CallVerdict::Call);
     assert_eq!(history.log(&units("two"), &ledger), LogVerdict::Admit);
     assert_eq!(history.finish(&ledger), Ok(()));
     assert_eq!(history.reexecutions(), 1);
@@ -356,10 +368,10 @@ mod tests {
   #[test]
   fn a_reply_between_executions_waits_for_its_call() {
     let mut history = RunHistory::default();
-    history.call(&call(0, "[]"));
+    record(&mut history, &call(0, "[]"));
     history.begin_reexecution();
     assert_eq!(history.reply(0, ReplyKind::Json, "1".into()), ReplyVerdict::Held { send: false, grew: 1 });
-    assert_eq!(history.call(&call(0, "[]")).0, CallVerdict::Answer(ReplyKind::Json, "1".into()));
+    assert_eq!(record(&mut history, &call(0, "[]")).0, CallVerdict::Answer(ReplyKind::Json, "1".into()));
   }
 
   #[test]
@@ -370,14 +382,14 @@ mod tests {
       ledger.admit(&units("a"));
       ledger
     };
-    history.call(&call(0, "[1]"));
+    record(&mut history, &call(0, "[1]"));
     history.log(&units("a"), &ledger);
     history.begin_reexecution();
-    assert_eq!(history.call(&call(0, "[2]")).0, CallVerdict::Diverged(Divergence::Call(1)));
+    assert_eq!(record(&mut history, &call(0, "[2]")).0, CallVerdict::Diverged(Divergence::Call(1)));
     let mut other_function = call(0, "[1]");
     other_function.function = 2;
     history.begin_reexecution();
-    assert_eq!(history.call(&other_function).0, CallVerdict::Diverged(Divergence::Call(1)));
+    assert_eq!(record(&mut history, &other_function).0, CallVerdict::Diverged(Divergence::Call(1)));
     history.begin_reexecution();
     assert_eq!(history.log(&units("b"), &ledger), LogVerdict::Diverged(Divergence::Log(1)));
     // A long string that crossed beside the JSON is part of the argument.
@@ -385,7 +397,12 @@ mod tests {
     with_string.paths = "[[0]]".into();
     with_string.strings = vec![RawString::Latin1(b"x".to_vec())];
     history.begin_reexecution();
-    assert_eq!(history.call(&with_string).0, CallVerdict::Diverged(Divergence::Call(1)));
+    assert_eq!(record(&mut history, &with_string).0, CallVerdict::Diverged(Divergence::Call(1)));
+    // The same text held as UTF-16 is another argument as it crossed.
+    let mut wide = with_string.clone();
+    wide.strings = vec![RawString::Utf16(vec![u16::from(b'x')])];
+    assert_ne!(CallIdentity::of(&with_string), CallIdentity::of(&wide));
+    assert_eq!(CallIdentity::of(&wide), CallIdentity::of(&wide.clone()));
     assert_eq!(Divergence::Call(1).to_string(), "its call number 1 is not the recorded one");
   }
 
@@ -394,25 +411,25 @@ mod tests {
   #[test]
   fn a_call_id_other_than_the_next_is_a_violation() {
     let mut history = RunHistory::default();
-    history.call(&call(0, "[]"));
-    assert!(matches!(history.call(&call(0, "[]")).0, CallVerdict::Violation(_)));
-    assert!(matches!(history.call(&call(2, "[]")).0, CallVerdict::Violation(_)));
-    assert_eq!(history.call(&call(1, "[]")).0, CallVerdict::Call);
+    record(&mut history, &call(0, "[]"));
+    assert!(matches!(record(&mut history, &call(0, "[]")).0, CallVerdict::Violation(_)));
+    assert!(matches!(record(&mut history, &call(2, "[]")).0, CallVerdict::Violation(_)));
+    assert_eq!(record(&mut history, &call(1, "[]")).0, CallVerdict::Call);
   }
 
   #[test]
   fn a_history_given_up_lets_its_replies_go() {
     let mut history = RunHistory::default();
-    history.call(&call(0, "[]"));
+    record(&mut history, &call(0, "[]"));
     history.reply(0, ReplyKind::Text, "x".repeat(1000));
-    history.call(&call(1, "[]"));
+    record(&mut history, &call(1, "[]"));
     assert_eq!(history.bytes(), 2 * CALL_RECORD_BYTES + 1000);
     assert_eq!(history.give_up(), 2 * CALL_RECORD_BYTES + 1000);
     assert!(!history.replayable());
     assert_eq!(history.reply(1, ReplyKind::Text, "y".into()), ReplyVerdict::Pass("y".into()));
     assert_eq!(history.held(0), None);
-    assert_eq!(history.call(&call(2, "[]")), (CallVerdict::Call, 0));
-    assert!(matches!(history.call(&call(2, "[]")).0, CallVerdict::Violation(_)));
+    assert_eq!(record(&mut history, &call(2, "[]")), (CallVerdict::Call, 0));
+    assert!(matches!(record(&mut history, &call(2, "[]")).0, CallVerdict::Violation(_)));
     assert_eq!(history.bytes(), 0);
   }
 }

@@ -1,9 +1,11 @@
 //! What the harness (the napi addon) and an isolate host (the process that
 //! runs programs) share: the channel's messages and framing (`frame`), the
 //! runtime's configuration (`config`), a run's bindings (`bindings_descriptor`),
-//! the failures the runtime decides (`failure`) and the exact output ledger
-//! (`ledger`), which the host keeps while a run executes and the harness replays from the streamed log entries, so
-//! that a run whose host dies still settles through the same ledger.
+//! the failures the runtime decides (`failure`), the exact output ledger
+//! (`ledger`), which the host keeps while a run executes and the harness
+//! replays from the streamed log entries, so that a run whose host dies
+//! still settles through the same ledger, and a run's history (`history`),
+//! from which the harness executes a run again on another host.
 //! Pure Rust: no V8, no napi.
 
 #![deny(clippy::unwrap_used)]
