@@ -152,8 +152,9 @@ export interface NativeConfig {
   /**
    * How long, in ms, an isolate host may leave the harness's heartbeat
    * (at least once a second) unanswered before it is killed and
-   * replaced, its started runs settling `worker-exit`. The host answers
-   * from a thread of its own, whatever its runs do.
+   * replaced, its runs going on as after any host's death (see
+   * [When a host dies](#when-a-host-dies)). The host answers from a
+   * thread of its own, whatever its runs do.
    */
   hostUnresponsiveMs: number
   /**
@@ -289,8 +290,8 @@ export interface NativeStats {
    */
   memoryReturns: number
   /**
-   * Isolate hosts alive and taking runs (fewer than `isolateHosts` while
-   * one is being replaced).
+   * Shared isolate hosts alive and taking runs (fewer than
+   * `isolateHosts` while one is being replaced).
    */
   hosts: number
   /** Hosts started to replace one that ended. */
@@ -319,11 +320,23 @@ export interface NativeStats {
    * replies, held to answer a re-executed run's calls).
    */
   historyBytes: number
+  /**
+   * Hosts of one run alive and ready (beside the `isolateHosts` shared
+   * ones, at most 2): each holds a run that may end its host (it was
+   * computing when its shared host died, its second host died, or its
+   * program is quarantined).
+   */
+  hostsOfOneRun: number
+  /**
+   * Programs that ended a host and, submitted again, run in a host of
+   * their own (for 10 minutes each, at most 64 held).
+   */
+  quarantinedPrograms: number
   /** How the last host that ended ended, as its runs were told. */
   lastHostExit?: string
   /**
-   * Process ids of the isolate hosts alive (to inspect them from outside:
-   * `/proc/<pid>/status`).
+   * Process ids of the isolate hosts alive, hosts of one run included
+   * (to inspect them from outside: `/proc/<pid>/status`).
    */
   hostPids: Array<number>
   /**

@@ -436,8 +436,9 @@ config_keys! {
     doc: [
       "How long, in ms, an isolate host may leave the harness's heartbeat",
       "(at least once a second) unanswered before it is killed and",
-      "replaced, its started runs settling `worker-exit`. The host answers",
-      "from a thread of its own, whatever its runs do.",
+      "replaced, its runs going on as after any host's death (see",
+      "[When a host dies](#when-a-host-dies)). The host answers from a",
+      "thread of its own, whatever its runs do.",
     ],
   },
   isolate_hosts: f64 = Key {

@@ -13,6 +13,7 @@ mod config;
 mod config_keys;
 mod host_calls;
 mod host_process;
+mod quarantine;
 mod run_result;
 mod supervisor;
 
@@ -76,8 +77,8 @@ macro_rules! native_stats {
       /// run() calls refused because the queue was full.
       pub refused: f64,
       $($(#[doc = $total_doc])* pub $total: f64,)*
-      /// Isolate hosts alive and taking runs (fewer than `isolateHosts` while
-      /// one is being replaced).
+      /// Shared isolate hosts alive and taking runs (fewer than
+      /// `isolateHosts` while one is being replaced).
       pub hosts: u32,
       /// Hosts started to replace one that ended.
       pub host_restarts: f64,
@@ -97,10 +98,18 @@ macro_rules! native_stats {
       /// Bytes held in the histories of the runs in flight (chiefly tool
       /// replies, held to answer a re-executed run's calls).
       pub history_bytes: f64,
+      /// Hosts of one run alive and ready (beside the `isolateHosts` shared
+      /// ones, at most 2): each holds a run that may end its host (it was
+      /// computing when its shared host died, its second host died, or its
+      /// program is quarantined).
+      pub hosts_of_one_run: u32,
+      /// Programs that ended a host and, submitted again, run in a host of
+      /// their own (for 10 minutes each, at most 64 held).
+      pub quarantined_programs: f64,
       /// How the last host that ended ended, as its runs were told.
       pub last_host_exit: Option<String>,
-      /// Process ids of the isolate hosts alive (to inspect them from outside:
-      /// `/proc/<pid>/status`).
+      /// Process ids of the isolate hosts alive, hosts of one run included
+      /// (to inspect them from outside: `/proc/<pid>/status`).
       pub host_pids: Vec<u32>,
       /// Each protection of the isolate hosts (`seccomp`, `noNewPrivs`,
       /// `landlock`, `namespaces`, `noDumps`, `oomFirst`), true when every host

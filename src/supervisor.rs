@@ -55,7 +55,15 @@ use dsh_protocol::protections::{Protection, Protections};
 use crate::config::HistoryCaps;
 use crate::host_calls::CallOutbox;
 use crate::host_process::{spawn, HostEnd, HostLink, Spawned, StderrTail};
+use crate::quarantine::Quarantine;
 use crate::NativeStats;
+
+/// The most hosts of one run alive at once (beside the `isolateHosts`
+/// shared ones): each holds a run that may end it (a run that was
+/// computing when its shared host died, a run on its second dead host, a
+/// quarantined program), so that run's end costs nobody else. Runs beyond
+/// them wait for one.
+pub const MAX_HOSTS_OF_ONE_RUN: usize = 2;
 
 /// How long a host may take from its start to `Ready`.
 const HOST_START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -122,11 +130,23 @@ impl Settings {
   fn host_config(&self, slot: usize) -> RuntimeConfig {
     let hosts = self.hosts.max(1);
     let mut config = self.config.clone();
+    if self.is_alone(slot) {
+      // One run, which makes its own isolate: nothing kept prepared.
+      config.prepared_isolates = 0;
+      config.busy_slots = 1;
+      config.max_queued_runs = 1;
+      return config;
+    }
     let share = |total: usize| total / hosts + usize::from(slot < total % hosts);
     config.prepared_isolates = share(self.config.prepared_isolates);
     config.busy_slots = share(self.config.busy_slots).max(1);
     config.max_queued_runs = self.config.max_concurrent_runs;
     config
+  }
+
+  /// Whether `slot` is for hosts of one run (after the shared ones).
+  fn is_alone(&self, slot: usize) -> bool {
+    slot >= self.hosts.max(1)
   }
 }
 
@@ -140,8 +160,12 @@ struct RunRecord {
   /// The abort sent to its host, if any: should that host die before the
   /// run reported its end, the run ends with it instead of going on.
   aborted: Option<Vec<u16>>,
-  /// Hosts that ended while it was on them.
+  /// Hosts that ended while it executed on them (it may have ended them).
   hosts_lost: u32,
+  /// Hosts that ended while it was placed on them and had not started:
+  /// it did not run there, but a program that ends its host before it
+  /// starts (while it is transpiled) must not be placed for ever.
+  placements_lost: u32,
   /// Everything that entered it from outside, to execute it again.
   history: RunHistory,
   /// Its history's bytes as counted in [`State::history_bytes`].
@@ -153,6 +177,9 @@ struct RunRecord {
   /// Its current execution is not the run its history records: it is
   /// being stopped on its host, and settles with this.
   diverged: Option<Divergence>,
+  /// Its next placement is in a host of its own: it may end its host
+  /// (see [`MAX_HOSTS_OF_ONE_RUN`]).
+  alone: bool,
   /// Kept for as long as the run may be executed again.
   program: String,
   bindings_json: String,
@@ -217,6 +244,9 @@ struct Slot {
   /// Its host has started a program (until then it holds only what a
   /// fresh host holds, and recycling it would gain nothing).
   ran_any: bool,
+  /// A host of one run that has been given its run: it takes no other,
+  /// and is shut down once that run ends.
+  taken: bool,
   /// Its host was found holding this many bytes, over
   /// `recycle_above_bytes`: no run is placed on it, and it is shut down
   /// once its runs end.
@@ -228,6 +258,16 @@ struct State {
   runs: HashMap<u32, RunRecord>,
   /// Runs waiting for admission or for a host, in the order they came.
   pending: VecDeque<u32>,
+  /// Runs waiting for a host of their own, in the order they came.
+  pending_alone: VecDeque<u32>,
+  /// Programs that ended a host, whose runs are placed alone.
+  quarantine: Quarantine,
+  /// Hosts of one run that died in a row within [`HEALTHY_LIFE`]: their
+  /// own backoff, so that they never slow the shared hosts' restarts.
+  quick_deaths_alone: u32,
+  /// Hosts of one run that could not be started or died before ready, in
+  /// a row.
+  start_failures_alone: u32,
   slots: Vec<Slot>,
   /// Where the search for the least loaded host starts (turns by one).
   next_slot: usize,
@@ -265,8 +305,8 @@ impl State {
   }
 
   /// The ready host with the fewest runs placed (ties taken in turn).
-  fn least_loaded(&mut self) -> Option<usize> {
-    let count = self.slots.len();
+  fn least_loaded(&mut self, shared: usize) -> Option<usize> {
+    let count = shared.min(self.slots.len());
     let chosen = (0..count)
       .map(|i| (self.next_slot + i) % count)
       .filter(|&i| self.slots[i].ready && self.slots[i].retiring.is_none() && self.slots[i].host.is_some())
@@ -372,7 +412,9 @@ impl Supervisor {
       }
     };
     state.generation += 1;
-    state.host_starts += 1;
+    if !self.settings.is_alone(slot) {
+      state.host_starts += 1;
+    }
     let host = Arc::new(Host {
       generation: state.generation,
       slot,
@@ -422,7 +464,7 @@ impl Supervisor {
     let starts_now = state.pending.is_empty()
       && state.in_flight() < config.max_concurrent_runs
       && state.slots.iter().any(|slot| slot.ready);
-    if !starts_now && state.pending.len() >= config.max_queued_runs {
+    if !starts_now && state.pending.len() + state.pending_alone.len() >= config.max_queued_runs {
       state.refused += 1;
       return Err(queue_full());
     }
@@ -433,35 +475,96 @@ impl Supervisor {
       started: false,
       aborted: None,
       hosts_lost: 0,
+      placements_lost: 0,
       history: RunHistory::default(),
       history_counted: 0,
       history_over: None,
       lost_host: None,
       diverged: None,
+      alone: state.quarantine.holds(&program, Instant::now()),
       program,
       bindings_json,
       deadline: Instant::now() + Duration::from_secs_f64(config.max_wall_ms / 1000.0),
     };
+    let alone = record.alone;
     state.runs.insert(run_id, record);
-    state.pending.push_back(run_id);
+    if alone {
+      state.pending_alone.push_back(run_id);
+    } else {
+      state.pending.push_back(run_id);
+    }
     self.admit(&mut state);
     Ok(())
   }
 
   /// Place queued runs on hosts while fewer than `maxConcurrentRuns` are
-  /// placed and a host is ready.
+  /// placed and a host is ready; runs that go alone, each on a ready host
+  /// of one run that holds none (the supervisor thread starts those hosts:
+  /// [`Supervisor::start_hosts_of_one_run`]).
   fn admit(&self, state: &mut State) {
+    let shared = self.settings.hosts.max(1);
+    while !state.pending_alone.is_empty() {
+      let free = (shared..state.slots.len()).find(|&i| {
+        let slot = &state.slots[i];
+        slot.ready && slot.host.is_some() && slot.placed == 0 && !slot.taken
+      });
+      let Some(slot) = free else { break };
+      let Some(run_id) = state.pending_alone.pop_front() else { break };
+      state.slots[slot].taken = true;
+      self.place(state, run_id, slot);
+    }
+    if !state.pending_alone.is_empty() {
+      self.changed.notify_all();
+    }
     while !state.pending.is_empty() && state.in_flight() < self.settings.config.max_concurrent_runs {
-      let Some(slot) = state.least_loaded() else { return };
+      let Some(slot) = state.least_loaded(shared) else { return };
       let Some(run_id) = state.pending.pop_front() else { return };
       self.place(state, run_id, slot);
+    }
+  }
+
+  /// Start hosts of one run for the runs waiting for one, up to
+  /// [`MAX_HOSTS_OF_ONE_RUN`] alive (the supervisor thread, which may
+  /// start hosts). Their deaths back off on their own count.
+  fn start_hosts_of_one_run(self: &Arc<Self>, state: &mut State, now: Instant) -> (Option<Instant>, Vec<Delivery>) {
+    let shared = self.settings.hosts.max(1);
+    loop {
+      let alive = (shared..state.slots.len()).filter(|&i| state.slots[i].host.is_some()).count();
+      let idle = (shared..state.slots.len())
+        .filter(|&i| state.slots[i].host.is_some() && state.slots[i].placed == 0 && !state.slots[i].taken)
+        .count();
+      if state.disposing || state.pending_alone.len() <= idle || alive >= MAX_HOSTS_OF_ONE_RUN {
+        return (None, Vec::new());
+      }
+      let empty = (shared..state.slots.len()).find(|&i| state.slots[i].host.is_none());
+      let slot = match empty {
+        Some(slot) => slot,
+        None => {
+          state.slots.push(Slot::default());
+          state.slots.len() - 1
+        }
+      };
+      if let Some(at) = state.slots[slot].restart_at.filter(|at| *at > now) {
+        return (Some(at), Vec::new());
+      }
+      if let Err(why) = self.start_host(state, slot) {
+        state.start_failures_alone += 1;
+        state.quick_deaths_alone += 1;
+        let delay = restart_delay(state.quick_deaths_alone).max(Duration::from_millis(50));
+        state.slots[slot].restart_at = Some(now + delay);
+        return (Some(now + delay), self.fail_alone_if_no_host_starts(state, &why));
+      }
     }
   }
 
   /// Send a run to the host of `slot`.
   fn place(&self, state: &mut State, run_id: u32, slot: usize) {
     let Some(host) = state.slots[slot].host.clone() else {
-      state.pending.push_front(run_id);
+      if self.settings.is_alone(slot) {
+        state.pending_alone.push_front(run_id);
+      } else {
+        state.pending.push_front(run_id);
+      }
       return;
     };
     let Some(record) = state.runs.get_mut(&run_id) else { return };
@@ -485,6 +588,7 @@ impl Supervisor {
       return;
     }
     state.pending.retain(|pending| *pending != run_id);
+    state.pending_alone.retain(|pending| *pending != run_id);
     if let Some(delivery) = self.finish(&mut state, run_id, stopped(&StopReason::Abort(reason), &self.settings.config))
     {
       drop(state);
@@ -589,16 +693,20 @@ impl Supervisor {
       state = self.wait(state, deadline - now);
     }
     let mut host = HostStats::default();
-    let mut alive = 0;
+    let (mut alive, mut alone) = (0, 0);
     let mut pids = Vec::new();
     let mut sandbox = Protections::all();
-    for slot in &state.slots {
+    for (index, slot) in state.slots.iter().enumerate() {
       let Some(live) = &slot.host else { continue };
       pids.push(live.pid);
       if !slot.ready {
         continue;
       }
-      alive += 1;
+      if self.settings.is_alone(index) {
+        alone += 1;
+      } else {
+        alive += 1;
+      }
       host.add(&slot.stats);
       sandbox = sandbox.intersection(slot.protections);
     }
@@ -609,16 +717,19 @@ impl Supervisor {
     // ended, and the runs waiting in the harness's queue (for admission or
     // a host) in `queued`.
     host.add(&state.ended_hosts);
-    host.queued = host.queued.saturating_add(u32::try_from(state.pending.len()).unwrap_or(u32::MAX));
+    let queued = state.pending.len() + state.pending_alone.len();
+    host.queued = host.queued.saturating_add(u32::try_from(queued).unwrap_or(u32::MAX));
     NativeStats {
       outcomes: state.outcomes.into(),
       refused: state.refused as f64,
       hosts: alive,
-      host_restarts: state.host_starts.saturating_sub(state.slots.len() as u64) as f64,
+      host_restarts: state.host_starts.saturating_sub(self.settings.hosts.max(1) as u64) as f64,
       runs_lost_to_host_exits: state.runs_lost as f64,
       runs_reexecuted: state.runs_reexecuted as f64,
       reexecutions_diverged: state.reexecutions_diverged as f64,
       history_bytes: state.history_bytes as f64,
+      hosts_of_one_run: alone,
+      quarantined_programs: state.quarantine.len(Instant::now()) as f64,
       last_host_exit: state.last_host_end.clone(),
       host_pids: pids,
       sandbox: Protection::ALL
@@ -637,7 +748,8 @@ impl Supervisor {
     let mut state = lock(&self.state);
     if !state.disposing {
       state.disposing = true;
-      let pending: Vec<u32> = state.pending.drain(..).collect();
+      let mut pending: Vec<u32> = state.pending.drain(..).collect();
+      pending.extend(state.pending_alone.drain(..));
       let mut deliveries = Vec::new();
       for run_id in pending {
         deliveries.extend(self.finish(&mut state, run_id, stopped(&StopReason::Disposed, &self.settings.config)));
@@ -689,8 +801,12 @@ impl Supervisor {
   fn finish(&self, state: &mut State, run_id: u32, with: FinishWith) -> Option<Delivery> {
     let record = state.runs.remove(&run_id)?;
     state.history_bytes = state.history_bytes.saturating_sub(record.history_counted);
-    if let Some(slot) = record.host.and_then(|generation| state.host(generation)).map(|host| host.slot) {
-      state.slots[slot].placed = state.slots[slot].placed.saturating_sub(1);
+    if let Some(host) = record.host.and_then(|generation| state.host(generation)).cloned() {
+      state.slots[host.slot].placed = state.slots[host.slot].placed.saturating_sub(1);
+      if self.settings.is_alone(host.slot) {
+        // A host of one run: its run is over, and so is it.
+        host.send(&ToHost::Shutdown);
+      }
     }
     let ledger = record.ledger;
     let output = match with {
@@ -746,7 +862,11 @@ impl Supervisor {
         state.slots[slot].protections = protections;
         state.slots[slot].ready = true;
         state.slots[slot].last_heard = Some(Instant::now());
-        state.start_failures = 0;
+        if self.settings.is_alone(slot) {
+          state.start_failures_alone = 0;
+        } else {
+          state.start_failures = 0;
+        }
         self.admit(&mut state);
         self.changed.notify_all();
       }
@@ -925,7 +1045,8 @@ impl Supervisor {
   /// fail the waiting runs rather than keep them waiting for a host that
   /// may never come.
   fn fail_queue_if_no_host_starts(&self, state: &mut State, why: &str) -> Vec<Delivery> {
-    let none_ready = !state.slots.iter().any(|slot| slot.ready && slot.host.is_some());
+    let shared = self.settings.hosts.max(1).min(state.slots.len());
+    let none_ready = !state.slots[..shared].iter().any(|slot| slot.ready && slot.host.is_some());
     if state.disposing || !none_ready || state.start_failures < MAX_START_FAILURES {
       return Vec::new();
     }
@@ -935,6 +1056,35 @@ impl Supervisor {
       .into_iter()
       .filter_map(|run_id| self.finish(state, run_id, FinishWith::Failure(FailureKind::WorkerExit, failure.clone())))
       .collect()
+  }
+
+  /// When hosts of one run do not start ([`MAX_START_FAILURES`] in a row)
+  /// and none is ready, fail the runs waiting for one: a run to be
+  /// executed again saying how its host ended and that none of its own
+  /// could be started; a quarantined program as a run no host can take.
+  fn fail_alone_if_no_host_starts(&self, state: &mut State, why: &str) -> Vec<Delivery> {
+    let shared = self.settings.hosts.max(1).min(state.slots.len());
+    let none_ready = !state.slots[shared..].iter().any(|slot| slot.ready && slot.host.is_some());
+    if state.disposing || !none_ready || state.start_failures_alone < MAX_START_FAILURES {
+      return Vec::new();
+    }
+    let pending: Vec<u32> = state.pending_alone.drain(..).collect();
+    let mut deliveries = Vec::new();
+    for run_id in pending {
+      let Some(record) = state.runs.get(&run_id) else { continue };
+      let with = match record.lost_host.clone() {
+        Some(end) => {
+          state.runs_lost += 1;
+          stopped(&StopReason::HostEnded { end, loss: HostLoss::NoHostOfItsOwn(why.to_owned()) }, &self.settings.config)
+        }
+        None => FinishWith::Failure(
+          FailureKind::WorkerExit,
+          format!("no isolate host could be started ({why})").encode_utf16().collect(),
+        ),
+      };
+      deliveries.extend(self.finish(state, run_id, with));
+    }
+    deliveries
   }
 
   /// Retire the host of `slot` if its resident memory is over the
@@ -963,74 +1113,92 @@ impl Supervisor {
     if state.host(host.generation).is_none() {
       return;
     }
+    let alone_host = self.settings.is_alone(host.slot);
     let slot = std::mem::take(&mut state.slots[host.slot]);
-    state.last_host_end = Some(described.clone());
     // What it counted stays counted.
     state.ended_hosts.add(&slot.stats.totals());
-    if slot.ready {
-      state.start_failures = 0;
-    } else {
-      state.start_failures += 1;
-    }
     let mut on_host: Vec<u32> =
       state.runs.iter().filter(|(_, record)| record.host == Some(host.generation)).map(|(run_id, _)| *run_id).collect();
     on_host.sort_unstable();
+    // A host of one run shut down after its run is no news.
+    if !alone_host || !on_host.is_empty() {
+      state.last_host_end = Some(described.clone());
+    }
+    if !alone_host {
+      if slot.ready {
+        state.start_failures = 0;
+      } else {
+        state.start_failures += 1;
+      }
+    }
     let mut deliveries = Vec::new();
-    let mut again = Vec::new();
-    for run_id in on_host {
+    let (mut again, mut again_alone) = (Vec::new(), Vec::new());
+    for run_id in on_host.iter().copied() {
       let disposing = state.disposing;
       let Some(record) = state.runs.get_mut(&run_id) else { continue };
-      record.host = None;
-      record.hosts_lost += 1;
-      let started = std::mem::replace(&mut record.started, false);
-      let with = if disposing {
-        Some(stopped(&StopReason::Disposed, &self.settings.config))
-      } else if let Some(reason) = record.aborted.take() {
-        Some(stopped(&StopReason::Abort(reason), &self.settings.config))
-      } else {
-        let lost = if let Some(divergence) = record.diverged {
-          let end = record.lost_host.clone().unwrap_or_else(|| described.clone());
-          Some((end, HostLoss::Diverged(divergence)))
-        } else if record.hosts_lost >= MAX_HOSTS_LOST {
-          Some((described.clone(), HostLoss::TooManyHosts))
-        } else if !started {
-          None
-        } else if !record.history.waiting_on_a_tool() {
-          Some((described.clone(), HostLoss::Running))
-        } else if let Some(over) = record.history_over.clone() {
-          Some((described.clone(), over))
-        } else {
-          record.history.begin_reexecution();
-          record.lost_host = Some(described.clone());
-          state.runs_reexecuted += 1;
-          None
-        };
-        lost.map(|(end, loss)| {
-          if let HostLoss::Diverged(_) = loss {
-            state.reexecutions_diverged += 1;
+      let fate = fate(record, disposing, alone_host, &described);
+      let with = match fate {
+        Fate::Disposed => stopped(&StopReason::Disposed, &self.settings.config),
+        Fate::Aborted(reason) => stopped(&StopReason::Abort(reason), &self.settings.config),
+        Fate::PlacedAgain { alone } | Fate::Reexecuted { alone } => {
+          record.alone = alone;
+          if let Fate::Reexecuted { .. } = fate {
+            record.history.begin_reexecution();
+            record.lost_host = Some(described.clone());
+            state.runs_reexecuted += 1;
+          }
+          if alone {
+            again_alone.push(run_id);
+          } else {
+            again.push(run_id);
+          }
+          continue;
+        }
+        Fate::Lost(end, loss) => {
+          match loss {
+            HostLoss::Diverged(_) => state.reexecutions_diverged += 1,
+            // Shown to end hosts: alone in one, it ended that one too.
+            HostLoss::Running if alone_host => {
+              let program = record.program.clone();
+              state.quarantine.add(&program, Instant::now());
+            }
+            _ => {}
           }
           state.runs_lost += 1;
           stopped(&StopReason::HostEnded { end, loss }, &self.settings.config)
-        })
+        }
       };
-      match with {
-        Some(with) => deliveries.extend(self.finish(&mut state, run_id, with)),
-        None => again.push(run_id),
-      }
+      deliveries.extend(self.finish(&mut state, run_id, with));
     }
     // Placed again ahead of the runs that came after them.
     for run_id in again.into_iter().rev() {
       state.pending.push_front(run_id);
     }
-    deliveries.extend(self.fail_queue_if_no_host_starts(&mut state, &described));
+    for run_id in again_alone.into_iter().rev() {
+      state.pending_alone.push_front(run_id);
+    }
     if !state.disposing {
       let recycled = matches!(end, HostEnd::Recycled { .. });
-      if recycled {
-        state.hosts_recycled += 1;
-      }
       let quick = host.born.elapsed() < HEALTHY_LIFE && !recycled;
-      state.quick_deaths = if quick { state.quick_deaths + 1 } else { 1 };
-      state.slots[host.slot].restart_at = Some(Instant::now() + restart_delay(state.quick_deaths));
+      if alone_host {
+        // Deaths of hosts of one run back off on their own count, and
+        // never delay the shared hosts' restarts.
+        if !slot.ready {
+          state.start_failures_alone += 1;
+        }
+        if !slot.ready || !on_host.is_empty() {
+          state.quick_deaths_alone = if quick { state.quick_deaths_alone + 1 } else { 1 };
+          state.slots[host.slot].restart_at = Some(Instant::now() + restart_delay(state.quick_deaths_alone));
+        }
+        deliveries.extend(self.fail_alone_if_no_host_starts(&mut state, &described));
+      } else {
+        deliveries.extend(self.fail_queue_if_no_host_starts(&mut state, &described));
+        if recycled {
+          state.hosts_recycled += 1;
+        }
+        state.quick_deaths = if quick { state.quick_deaths + 1 } else { 1 };
+        state.slots[host.slot].restart_at = Some(Instant::now() + restart_delay(state.quick_deaths));
+      }
       // The other hosts take what this one had not started.
       self.admit(&mut state);
     }
@@ -1040,6 +1208,69 @@ impl Supervisor {
       delivery.deliver();
     }
   }
+}
+
+/// What becomes of a run whose host ended.
+#[derive(Debug, PartialEq)]
+enum Fate {
+  Disposed,
+  /// Its caller aborted it (the host may not have stopped it yet).
+  Aborted(Vec<u16>),
+  /// It had not started: it is placed again, in a host of its own or not.
+  PlacedAgain {
+    alone: bool,
+  },
+  /// It is executed again from its history.
+  Reexecuted {
+    alone: bool,
+  },
+  /// It fails, with the host's end (or the end its re-execution followed).
+  Lost(String, HostLoss),
+}
+
+/// The one decision of what becomes of a run whose host ended as
+/// `described` (`alone_host`: a host of one run). A run waiting on a tool
+/// did not end the host; a run that was computing may have: it is
+/// executed again alone, and if it ends that host too it is the culprit.
+/// Two counts, each bounded by [`MAX_HOSTS_LOST`]: hosts that ended while
+/// the run executed there, and hosts that ended before it started there
+/// (several hosts killed at once end runs just placed on them, which did
+/// nothing). A run on its second host of either kind goes alone; on its
+/// third, it fails.
+fn fate(record: &mut RunRecord, disposing: bool, alone_host: bool, described: &str) -> Fate {
+  record.host = None;
+  let started = std::mem::replace(&mut record.started, false);
+  if started {
+    record.hosts_lost += 1;
+  } else {
+    record.placements_lost += 1;
+  }
+  let lost = record.hosts_lost.max(record.placements_lost);
+  let alone = record.alone || lost + 1 >= MAX_HOSTS_LOST;
+  if disposing {
+    return Fate::Disposed;
+  }
+  if let Some(reason) = record.aborted.take() {
+    return Fate::Aborted(reason);
+  }
+  if let Some(divergence) = record.diverged {
+    let end = record.lost_host.clone().unwrap_or_else(|| described.to_owned());
+    return Fate::Lost(end, HostLoss::Diverged(divergence));
+  }
+  if lost >= MAX_HOSTS_LOST {
+    return Fate::Lost(described.to_owned(), HostLoss::TooManyHosts);
+  }
+  if !started {
+    return Fate::PlacedAgain { alone };
+  }
+  let waiting = record.history.waiting_on_a_tool();
+  if !waiting && alone_host {
+    return Fate::Lost(described.to_owned(), HostLoss::Running);
+  }
+  if let Some(over) = record.history_over.clone() {
+    return Fate::Lost(described.to_owned(), over);
+  }
+  Fate::Reexecuted { alone: alone || !waiting }
 }
 
 /// How a run is finished by the harness.
@@ -1214,6 +1445,8 @@ fn supervise(supervisor: &Weak<Supervisor>) {
             supervisor.recycle_if_over(&mut state, index);
           }
         }
+        // Hosts of one run start when a run waits for one (below).
+        (None, _) if supervisor.settings.is_alone(index) => {}
         (None, Some(at)) if at > now => wake = wake.min(at),
         (None, _) => {
           if let Err(why) = supervisor.start_host(&mut state, index) {
@@ -1226,22 +1459,30 @@ fn supervise(supervisor: &Weak<Supervisor>) {
         }
       }
     }
+    let (restart_at, failed) = supervisor.start_hosts_of_one_run(&mut state, now);
+    if let Some(at) = restart_at {
+      wake = wake.min(at);
+    }
+    deliveries.extend(failed);
     wake = wake.min(next_beat);
-    // Runs waiting in the queue still meet their wall ceiling.
+    // Runs waiting in the queues still meet their wall ceiling.
     let overdue: Vec<u32> = state
       .pending
       .iter()
+      .chain(&state.pending_alone)
       .copied()
       .filter(|run_id| state.runs.get(run_id).is_some_and(|record| record.deadline <= now))
       .collect();
     if !overdue.is_empty() {
       state.pending.retain(|run_id| !overdue.contains(run_id));
+      state.pending_alone.retain(|run_id| !overdue.contains(run_id));
       for run_id in overdue {
         let ceiling = stopped(&StopReason::WallCeiling, &supervisor.settings.config);
         deliveries.extend(supervisor.finish(&mut state, run_id, ceiling));
       }
     }
-    if let Some(first) = state.pending.iter().filter_map(|run_id| state.runs.get(run_id)).map(|r| r.deadline).min() {
+    let waiting = state.pending.iter().chain(&state.pending_alone);
+    if let Some(first) = waiting.filter_map(|run_id| state.runs.get(run_id)).map(|r| r.deadline).min() {
       wake = wake.min(first);
     }
     if !deliveries.is_empty() {
@@ -1435,6 +1676,96 @@ while read_frame()[0] != 6:
     supervisor.shutdown();
   }
 
+  fn record() -> RunRecord {
+    RunRecord {
+      deliver: Box::new(|_| {}),
+      ledger: OutputLedger::new(1 << 20),
+      host: Some(1),
+      started: true,
+      aborted: None,
+      hosts_lost: 0,
+      placements_lost: 0,
+      history: RunHistory::default(),
+      history_counted: 0,
+      history_over: None,
+      lost_host: None,
+      diverged: None,
+      alone: false,
+      program: "return 1".into(),
+      bindings_json: String::new(),
+      deadline: Instant::now(),
+    }
+  }
+
+  /// A record whose run made a call the tool has not answered.
+  fn waiting() -> RunRecord {
+    let mut record = record();
+    let call = HostCall {
+      run_id: 1,
+      call_id: 0,
+      namespace: 0,
+      function: 0,
+      args: "[]".into(),
+      paths: String::new(),
+      strings: Vec::new(),
+    };
+    record.history.call(&call, CallIdentity::of(&call));
+    record
+  }
+
+  /// Every way a run leaves a host that ended, from one decision.
+  #[test]
+  fn what_becomes_of_a_run_whose_host_ended() {
+    let end = "the isolate host stopped: killed";
+    let lost = |loss| Fate::Lost(end.to_owned(), loss);
+    // Waiting on a tool: executed again, on a shared host.
+    assert_eq!(fate(&mut waiting(), false, false, end), Fate::Reexecuted { alone: false });
+    // Computing: a suspect, executed again alone; alone, the culprit.
+    assert_eq!(fate(&mut record(), false, false, end), Fate::Reexecuted { alone: true });
+    assert_eq!(fate(&mut record(), false, true, end), lost(HostLoss::Running));
+    // Waiting, on a host of its own: not the culprit.
+    assert_eq!(fate(&mut waiting(), false, true, end), Fate::Reexecuted { alone: false });
+    // Not started: placed again.
+    let mut placed = record();
+    placed.started = false;
+    assert_eq!(fate(&mut placed, false, false, end), Fate::PlacedAgain { alone: false });
+    // Its second host ended: alone; its third: it fails, started or not.
+    let mut second = waiting();
+    second.hosts_lost = 1;
+    assert_eq!(fate(&mut second, false, false, end), Fate::Reexecuted { alone: true });
+    second.started = true;
+    assert_eq!(fate(&mut second, false, false, end), lost(HostLoss::TooManyHosts));
+    let mut third = record();
+    (third.started, third.placements_lost) = (false, 2);
+    assert_eq!(fate(&mut third, false, false, end), lost(HostLoss::TooManyHosts));
+    // Hosts that ended before it started count apart from those it ran on.
+    let mut both = waiting();
+    both.hosts_lost = 1;
+    both.started = false;
+    assert_eq!(fate(&mut both, false, false, end), Fate::PlacedAgain { alone: false });
+    // A quarantined program stays alone.
+    let mut quarantined = waiting();
+    quarantined.alone = true;
+    assert_eq!(fate(&mut quarantined, false, false, end), Fate::Reexecuted { alone: true });
+    // Its history given up: it cannot be executed again.
+    let mut over = waiting();
+    over.history_over = Some(HostLoss::HistoryOverCap { key: "maxRunHistoryMb", mb: 1.0 });
+    assert_eq!(fate(&mut over, false, false, end), lost(HostLoss::HistoryOverCap { key: "maxRunHistoryMb", mb: 1.0 }));
+    // Diverged: the end its re-execution followed is the one it names.
+    let mut diverged = waiting();
+    diverged.diverged = Some(Divergence::FinishedEarly);
+    diverged.lost_host = Some("the first end".into());
+    assert_eq!(
+      fate(&mut diverged, false, false, end),
+      Fate::Lost("the first end".into(), HostLoss::Diverged(Divergence::FinishedEarly))
+    );
+    // The caller's abort, and disposal, win.
+    let mut aborted = waiting();
+    aborted.aborted = Some(vec![u16::from(b'x')]);
+    assert_eq!(fate(&mut aborted, false, false, end), Fate::Aborted(vec![u16::from(b'x')]));
+    assert_eq!(fate(&mut waiting(), true, false, end), Fate::Disposed);
+  }
+
   /// A host that sends a call twice (the same run and call id) breaks the
   /// protocol: it is ended, and the tool is called once. The run, waiting
   /// on that call, is executed again on each host that replaces it (the
@@ -1516,7 +1847,8 @@ while read_frame()[0] != 6:
       Completion::Failure { kind: FailureKind::WorkerExit, message } => String::from_utf16_lossy(&message),
       other => panic!("{other:?}"),
     };
-    assert!(message(run(1)).starts_with("the isolate host broke the channel's protocol"));
+    let first = message(run(1));
+    assert!(first.starts_with("the isolate host broke the channel's protocol"), "{first}");
     assert_eq!(
       message(run(2)),
       "no isolate host could be started (the isolate host could not be started: No such file or directory (os error 2))"

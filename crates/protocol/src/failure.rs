@@ -55,6 +55,9 @@ pub enum HostLoss {
   HistoryOverCap { key: &'static str, mb: f64 },
   /// It was on [`MAX_HOSTS_LOST`] hosts that ended.
   TooManyHosts,
+  /// It was to be executed again in a host of its own, and none could be
+  /// started (the text says why).
+  NoHostOfItsOwn(String),
 }
 
 /// A stopped run's failure kind and message (UTF-16, as the ledger takes
@@ -102,6 +105,9 @@ fn host_ended(end: &str, loss: &HostLoss) -> String {
     }
     HostLoss::TooManyHosts => {
       format!("{end}; the run was on {MAX_HOSTS_LOST} isolate hosts that ended, and is not re-executed again")
+    }
+    HostLoss::NoHostOfItsOwn(why) => {
+      format!("{end}; no isolate host of its own could be started to re-execute the run ({why})")
     }
   }
 }
@@ -168,6 +174,12 @@ mod tests {
         FailureKind::WorkerExit,
         "the isolate host stopped: killed; the run's history passed maxRunHistoryMb (0.5 MiB), so it could not be \
          re-executed",
+      ),
+      (
+        host_ended(HostLoss::NoHostOfItsOwn("no such file".to_owned())),
+        FailureKind::WorkerExit,
+        "the isolate host stopped: killed; no isolate host of its own could be started to re-execute the run (no \
+         such file)",
       ),
       (
         host_ended(HostLoss::TooManyHosts),
