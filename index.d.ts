@@ -335,8 +335,9 @@ export interface NativeStats {
   /** How the last host that ended ended, as its runs were told. */
   lastHostExit?: string
   /**
-   * Process ids of the isolate hosts alive, hosts of one run included
-   * (to inspect them from outside: `/proc/<pid>/status`).
+   * Process ids of the isolate hosts alive (to inspect them from
+   * outside: `/proc/<pid>/status`): the shared hosts first, in the
+   * order of their places, then the hosts of one run.
    */
   hostPids: Array<number>
   /**

@@ -108,8 +108,9 @@ macro_rules! native_stats {
       pub quarantined_programs: f64,
       /// How the last host that ended ended, as its runs were told.
       pub last_host_exit: Option<String>,
-      /// Process ids of the isolate hosts alive, hosts of one run included
-      /// (to inspect them from outside: `/proc/<pid>/status`).
+      /// Process ids of the isolate hosts alive (to inspect them from
+      /// outside: `/proc/<pid>/status`): the shared hosts first, in the
+      /// order of their places, then the hosts of one run.
       pub host_pids: Vec<u32>,
       /// Each protection of the isolate hosts (`seccomp`, `noNewPrivs`,
       /// `landlock`, `namespaces`, `noDumps`, `oomFirst`), true when every host

@@ -45,7 +45,9 @@ use std::time::{Duration, Instant};
 
 use dsh_protocol::config::RuntimeConfig;
 use dsh_protocol::failure::{failure, HostLoss, StopReason, MAX_HOSTS_LOST};
-use dsh_protocol::frame::{encode_replies, encode_submit, FromHost, HostCall, HostStats, Reply, ReplyKind, ToHost};
+use dsh_protocol::frame::{
+  encode_replies, encode_submit, FromHost, HostCall, HostStats, Reply, ReplyKind, RunSeed, ToHost,
+};
 use dsh_protocol::history::{CallIdentity, CallVerdict, Divergence, LogVerdict, ReplyVerdict, RunHistory};
 use dsh_protocol::inbox::{Inbox, Next, Ready};
 use dsh_protocol::ledger::{Completion, FailureKind, Outcomes, Output, OutputLedger};
@@ -180,6 +182,8 @@ struct RunRecord {
   /// Its next placement is in a host of its own: it may end its host
   /// (see [`MAX_HOSTS_OF_ONE_RUN`]).
   alone: bool,
+  /// Seeds its random numbers in every execution (`RunSeed`).
+  seed: RunSeed,
   /// Kept for as long as the run may be executed again.
   program: String,
   bindings_json: String,
@@ -482,6 +486,7 @@ impl Supervisor {
       lost_host: None,
       diverged: None,
       alone: state.quarantine.holds(&program, Instant::now()),
+      seed: fresh_seed()?,
       program,
       bindings_json,
       deadline: Instant::now() + Duration::from_secs_f64(config.max_wall_ms / 1000.0),
@@ -571,7 +576,7 @@ impl Supervisor {
     record.host = Some(host.generation);
     let wall_ms = record.deadline.saturating_duration_since(Instant::now()).as_secs_f64() * 1000.0;
     let mut frame = Vec::with_capacity(32 + record.program.len() + record.bindings_json.len());
-    encode_submit(&mut frame, run_id, wall_ms, &record.program, &record.bindings_json);
+    encode_submit(&mut frame, run_id, wall_ms, &record.seed, &record.program, &record.bindings_json);
     state.slots[slot].placed += 1;
     host.link.send(&frame);
   }
@@ -1287,6 +1292,33 @@ fn stopped(stop: &StopReason, config: &RuntimeConfig) -> FinishWith {
   FinishWith::Failure(kind, message)
 }
 
+/// A run's seed, from the kernel's CSPRNG: the run's random numbers are
+/// a ChaCha20 stream from it, as strong as the kernel's own.
+fn fresh_seed() -> Result<RunSeed, String> {
+  let mut bytes = [0u8; 32];
+  let mut filled = 0;
+  while filled < bytes.len() {
+    let rest = &mut bytes[filled..];
+    // SAFETY: getrandom writes at most `rest.len()` bytes into `rest`.
+    let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+    if n < 0 {
+      let error = std::io::Error::last_os_error();
+      if error.kind() == std::io::ErrorKind::Interrupted {
+        continue;
+      }
+      return Err(format!("no random seed for the run: {error}"));
+    }
+    filled += n as usize;
+  }
+  let mut seed = [0u64; 4];
+  for (word, chunk) in seed.iter_mut().zip(bytes.chunks_exact(8)) {
+    let mut le = [0u8; 8];
+    le.copy_from_slice(chunk);
+    *word = u64::from_le_bytes(le);
+  }
+  Ok(seed)
+}
+
 pub fn queue_full() -> String {
   "the run queue is full (config.maxQueuedRuns); wait for runs to finish or raise the limit".to_owned()
 }
@@ -1691,6 +1723,7 @@ while read_frame()[0] != 6:
       lost_host: None,
       diverged: None,
       alone: false,
+      seed: [0; 4],
       program: "return 1".into(),
       bindings_json: String::new(),
       deadline: Instant::now(),

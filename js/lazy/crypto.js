@@ -1,6 +1,7 @@
 // Copyright the dsh-code-runtime-v8 authors. MIT license.
-// crypto: getRandomValues / randomUUID (the kernel's CSPRNG through
-// op_dsh_random) and subtle.digest (RustCrypto's SHA-1/2 through
+// crypto: getRandomValues / randomUUID (the run's ChaCha20 stream, seeded
+// from the kernel's CSPRNG by the harness, through op_dsh_random: see
+// 15_random.js) and subtle.digest (RustCrypto's SHA-1/2 through
 // op_dsh_digest). A lazy module (14_lazy_globals.js).
 //
 // Takes: primordials, native, api, domException, nodeErrors

@@ -31,7 +31,7 @@ use dsh_isolate_host::lockdown;
 use dsh_isolate_host::run::{RunEvents, RunJob};
 use dsh_isolate_host::scheduler::{Scheduler, Submission};
 use dsh_isolate_host::{platform, StopReason};
-use dsh_protocol::frame::{FromHost, Reply, ToHost, JOURNAL_FD};
+use dsh_protocol::frame::{FromHost, Reply, RunSeed, ToHost, JOURNAL_FD};
 use dsh_protocol::inbox::{Inbox, Next};
 use dsh_protocol::ledger::{FailureKind, OutputLedger};
 use dsh_protocol::socket::{self, send_now};
@@ -202,8 +202,8 @@ fn main() {
     };
     let Ok(message) = ToHost::decode(&frame) else { undecodable() };
     match message {
-      ToHost::Submit { run_id, wall_ms, program, bindings_json } => {
-        submit(&scheduler, &config, &channel, run_id, wall_ms, program, &bindings_json)
+      ToHost::Submit { run_id, wall_ms, seed, program, bindings_json } => {
+        submit(&scheduler, &config, &channel, RunJobFrame { run_id, wall_ms, seed, program }, &bindings_json)
       }
       ToHost::Abort { run_id, reason } => {
         if let Some(run) = runs.get(run_id) {
@@ -242,15 +242,22 @@ fn undecodable() -> ! {
 }
 
 /// Queue one run; its result (or its refusal) goes back on the channel.
+/// What a `Submit` frame says of its run, besides its bindings.
+struct RunJobFrame {
+  run_id: u32,
+  wall_ms: f64,
+  seed: RunSeed,
+  program: String,
+}
+
 fn submit(
   scheduler: &Scheduler,
   config: &RuntimeConfig,
   channel: &Arc<Channel>,
-  run_id: u32,
-  wall_ms: f64,
-  program: String,
+  frame: RunJobFrame,
   bindings_json: &str,
 ) {
+  let RunJobFrame { run_id, wall_ms, seed, program } = frame;
   let bindings = match BindingsDescriptor::parse(bindings_json) {
     Ok(bindings) => bindings,
     Err(message) => {
@@ -270,7 +277,7 @@ fn submit(
       channel.send(&FromHost::Finished { run_id, completion: output.completion });
     })
   };
-  let submission = Submission { job: RunJob { run_id, program, bindings, budget }, deliver };
+  let submission = Submission { job: RunJob { run_id, seed, program, bindings, budget }, deliver };
   if scheduler.submit(submission).is_err() {
     channel.send(&FromHost::Refused { run_id });
   }

@@ -23,12 +23,16 @@ use crate::sandbox_ext::{HostSlot, RepliesFuture, ReplyBatch, SandboxHost, Settl
 use crate::transpile::{strip_types, PROGRAM_NAME};
 use dsh_protocol::contract::COMPLETION_NOT_LOSSLESS;
 use dsh_protocol::failure::failure;
-use dsh_protocol::frame::ReplyKind;
+use dsh_protocol::frame::{ReplyKind, RunSeed};
 use dsh_protocol::out_of_band::RawString;
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
 
 /// One run, as the scheduler receives it.
 pub struct RunJob {
   pub run_id: u32,
+  /// Seeds the run's random numbers (`dsh_protocol::frame::RunSeed`).
+  pub seed: RunSeed,
   pub program: String,
   /// The binding namespaces (calls are checked against their function
   /// counts; the isolate's driver installs them).
@@ -56,6 +60,15 @@ pub struct RunContext<'a> {
   pub events: &'a Arc<dyn RunEvents>,
 }
 
+/// The ChaCha20 key of a run's seed: its words, little-endian.
+fn seed_bytes(seed: &RunSeed) -> [u8; 32] {
+  let mut bytes = [0u8; 32];
+  for (chunk, word) in bytes.chunks_exact_mut(8).zip(seed) {
+    chunk.copy_from_slice(&word.to_le_bytes());
+  }
+  bytes
+}
+
 fn utf16(text: &str) -> Vec<u16> {
   text.encode_utf16().collect()
 }
@@ -73,6 +86,8 @@ struct RunHost {
   started: Instant,
   external_memory: Arc<ExternalMemory>,
   budget: Arc<RunBudget>,
+  /// The run's random numbers, from the seed the harness chose.
+  random: RefCell<ChaCha20Rng>,
 }
 
 impl SandboxHost for RunHost {
@@ -182,6 +197,10 @@ impl SandboxHost for RunHost {
     let account = self.external_memory.clone();
     Some(Box::new(move || account.release(bytes)))
   }
+
+  fn fill_random(&self, buffer: &mut [u8]) {
+    self.random.borrow_mut().fill_bytes(buffer);
+  }
 }
 
 /// Finish a run that was stopped, through the ledger.
@@ -260,6 +279,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
     started: Instant::now(),
     external_memory: isolate.external_memory.clone(),
     budget: job.budget.clone(),
+    random: RefCell::new(ChaCha20Rng::from_seed(seed_bytes(&job.seed))),
   });
   isolate.runtime.op_state().borrow_mut().put(HostSlot(host.clone()));
   isolate.external_memory.attach(Some(control.clone()));

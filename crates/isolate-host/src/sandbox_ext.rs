@@ -169,6 +169,10 @@ pub trait SandboxHost {
   /// gives them back. `None` past the cap (the run is stopped unless a
   /// later charge fits).
   fn charge_external_memory(&self, bytes: f64) -> Option<Box<dyn FnOnce()>>;
+  /// Fill `buffer` with the run's next random bytes: one stream per run,
+  /// seeded by the harness (`dsh_protocol::frame::RunSeed`), so that a run
+  /// executed again draws the same numbers.
+  fn fill_random(&self, buffer: &mut [u8]);
 }
 
 /// What a host call's copies are reserved against: the run's
@@ -532,23 +536,13 @@ fn op_dsh_digest(algorithm: u32, #[buffer] data: &[u8], #[buffer] out: &mut [u8]
   }
 }
 
-/// Fill `buffer` from the kernel's CSPRNG (crypto.getRandomValues).
+/// Fill `buffer` with the run's next random bytes (`Math.random`,
+/// `crypto.getRandomValues`, `crypto.randomUUID`): a ChaCha20 stream the
+/// harness seeded, never the kernel's, so a run executed again from its
+/// history draws the same numbers.
 #[op2(fast)]
-fn op_dsh_random(#[buffer] buffer: &mut [u8]) -> Result<(), JsErrorBox> {
-  let mut filled = 0;
-  while filled < buffer.len() {
-    let rest = &mut buffer[filled..];
-    // SAFETY: getrandom writes at most `rest.len()` bytes into `rest`.
-    let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
-    if n < 0 {
-      let error = std::io::Error::last_os_error();
-      if error.kind() == std::io::ErrorKind::Interrupted {
-        continue;
-      }
-      return Err(JsErrorBox::generic(format!("random source failed: {error}")));
-    }
-    filled += n as usize;
-  }
+fn op_dsh_random(state: &OpState, #[buffer] buffer: &mut [u8]) -> Result<(), JsErrorBox> {
+  host(state)?.fill_random(buffer);
   Ok(())
 }
 
@@ -634,6 +628,7 @@ deno_core::extension!(
     "12_interruptible.js",
     "13_node_errors.js",
     "14_lazy_globals.js",
+    "15_random.js",
     "99_bootstrap.js",
   ],
   // Built-in ops a program has no business reaching, disabled even though

@@ -790,6 +790,7 @@ mod tests {
       let (send, receive) = std::sync::mpsc::channel();
       let job = RunJob {
         run_id: 1 + attempt,
+        seed: [0; 4],
         program: "return 6 * 7".into(),
         bindings: BindingsDescriptor::parse(r#"{"namespaces":[]}"#).expect("an empty descriptor"),
         budget: scheduler.new_budget(wall()),

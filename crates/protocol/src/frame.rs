@@ -67,8 +67,9 @@ pub enum ToHost {
   /// The first frame, exactly once: the runtime's caps and the host's facts.
   Configure { config: Box<RuntimeConfig> },
   /// Run a program. `wall_ms` is what is left of its wall ceiling (a run
-  /// placed again after its first host died has spent some of it).
-  Submit { run_id: u32, wall_ms: f64, program: String, bindings_json: String },
+  /// placed again after its first host died has spent some of it); `seed`
+  /// seeds its random numbers (`RunSeed`).
+  Submit { run_id: u32, wall_ms: f64, seed: RunSeed, program: String, bindings_json: String },
   /// Stop a run with `abort` and this reason.
   Abort { run_id: u32, reason: Vec<u16> },
   /// Answers to host calls.
@@ -89,6 +90,13 @@ pub fn encode_replies(out: &mut Vec<u8>, replies: &[(u32, u32, ReplyKind, &str)]
   }
   frame.finish()
 }
+
+/// The seed of a run's random numbers (`Math.random`,
+/// `crypto.getRandomValues`, `crypto.randomUUID`: one ChaCha20 stream in
+/// the host), chosen by the harness when the run is submitted and kept in
+/// its record: a run executed again draws the same numbers in the same
+/// order, so randomness needs no record of its own in the run's history.
+pub type RunSeed = [u64; 4];
 
 /// One answer to a host call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -476,8 +484,8 @@ impl ToHost {
         let json = serde_json::to_string(config).unwrap_or_default();
         FrameWriter::new(out, CONFIGURE).text(&json).finish()
       }
-      ToHost::Submit { run_id, wall_ms, program, bindings_json } => {
-        encode_submit(out, *run_id, *wall_ms, program, bindings_json)
+      ToHost::Submit { run_id, wall_ms, seed, program, bindings_json } => {
+        encode_submit(out, *run_id, *wall_ms, seed, program, bindings_json)
       }
       ToHost::Abort { run_id, reason } => FrameWriter::new(out, ABORT).u32(*run_id).utf16(reason).finish(),
       ToHost::Replies(replies) => {
@@ -502,6 +510,7 @@ impl ToHost {
       SUBMIT => ToHost::Submit {
         run_id: fields.u32()?,
         wall_ms: fields.f64()?,
+        seed: [fields.u64()?, fields.u64()?, fields.u64()?, fields.u64()?],
         program: fields.text()?,
         bindings_json: fields.text()?,
       },
@@ -531,8 +540,10 @@ impl ToHost {
 
 /// A submission, encoded from borrowed text (the program is not copied
 /// twice on the way out).
-pub fn encode_submit(out: &mut Vec<u8>, run_id: u32, wall_ms: f64, program: &str, bindings_json: &str) {
-  FrameWriter::new(out, SUBMIT).u32(run_id).f64(wall_ms).text(program).text(bindings_json).finish()
+pub fn encode_submit(out: &mut Vec<u8>, run_id: u32, wall_ms: f64, seed: &RunSeed, program: &str, bindings_json: &str) {
+  let frame = FrameWriter::new(out, SUBMIT).u32(run_id).f64(wall_ms);
+  let frame = seed.iter().fold(frame, |frame, word| frame.u64(*word));
+  frame.text(program).text(bindings_json).finish()
 }
 
 /// A log entry, encoded from the borrowed text.
@@ -793,6 +804,7 @@ mod tests {
     round_trip_to_host(ToHost::Submit {
       run_id: 7,
       wall_ms: 1.5,
+      seed: [1, u64::MAX, 3, 1 << 63],
       program: "return 'é'".into(),
       bindings_json: "{}".into(),
     });
