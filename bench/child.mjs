@@ -9,6 +9,10 @@
 //  - crash-beside-waiting: N runs awaiting the tool, then one run that makes
 //    V8 end its process: how many of the N die with it (the blast radius),
 //    and whether the harness itself survives.
+//  - reexecuted-after-death: N runs that made a call and now await a tool;
+//    every host is killed (SIGKILL), then the tool answers: the wall time
+//    from the kill until every run has its result, how many completed, and
+//    the peak memory growth (a backend without hosts: skipped).
 // Memory is the harness's plus its isolate hosts' (the v8 backend's
 // `stats().hostPids`): what the machine pays.
 // Every backend runs with its default config except where a scenario says.
@@ -109,6 +113,43 @@ if (scenario === 'throughput') {
   out.lost = results.filter((r) => r.error).length
   out.ok = results.filter((r) => r.value === 1).length
   out.harnessSurvived = true
+} else if (scenario === 'reexecuted-after-death') {
+  const hosts = ctx.codeRuntime.stats?.().hostPids ?? []
+  if (hosts.length === 0) {
+    out.skipped = 'no isolate hosts'
+  } else {
+    let called = 0
+    let allCalled
+    const everyoneWaits = new Promise((resolve) => (allCalled = resolve))
+    let release
+    const killed = new Promise((resolve) => (release = resolve))
+    const bindings = [
+      {
+        global: 'tools',
+        functions: {
+          first: async ({ i }) => i * 2,
+          wait: async () => {
+            if (++called === runs) allCalled()
+            await killed
+            return 1
+          },
+        },
+      },
+    ]
+    const program = 'const a = await tools.first({ i: 21 }); console.log("got", a); return a + await tools.wait({})'
+    const waiting = Array.from({ length: runs }, () => ctx.codeRuntime.run({ program, bindings }))
+    await everyoneWaits
+    const before = rssMb()
+    resetPeakRss()
+    const started = performance.now()
+    for (const pid of ctx.codeRuntime.stats().hostPids) process.kill(pid, 'SIGKILL')
+    release()
+    const results = await Promise.all(waiting)
+    out.wallMs = performance.now() - started
+    out.ok = results.filter((r) => r.value === 43).length
+    out.lost = results.filter((r) => r.error).length
+    out.peakGrowthMb = peakRssMb() - before
+  }
 } else {
   await new Promise((r) => setTimeout(r, 200))
   out.idleRssMb = rssMb()

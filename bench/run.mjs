@@ -273,6 +273,17 @@ const crash = Object.fromEntries(NAMES.map((name) => [name, child(name, 'crash-b
 const crashText = (result) => (result.failed ? `the harness died (${result.failed})` : `${result.lost} of ${result.runs} lost, harness alive, crash run: ${result.crashKind}`)
 for (const [name, result] of Object.entries(crash)) console.log(`9. a V8 fatal beside 100 waiting runs  ${name}: ${crashText(result)}`)
 
+// 100 runs awaiting a tool when every host is killed: how long until all
+// have their results, and what re-executing them costs in memory.
+const reexecuted = Object.fromEntries(NAMES.map((name) => [name, child(name, 'reexecuted-after-death', 100)]))
+const reexecutedText = (result) =>
+  result.failed
+    ? `failed (${result.failed})`
+    : result.skipped
+      ? `n/a (${result.skipped})`
+      : `${result.ok} of ${result.runs} completed, ${result.lost} lost, ${result.wallMs.toFixed(0)} ms from the kill, peak growth ${result.peakGrowthMb.toFixed(1)} MiB`
+for (const [name, result] of Object.entries(reexecuted)) console.log(`10. 100 waiting runs, every host killed  ${name}: ${reexecutedText(result)}`)
+
 const results = {
   date: new Date().toISOString(),
   machine: { cores: os.cpus().length, memoryGiB: os.totalmem() / 2 ** 30, node: process.version },
@@ -281,7 +292,8 @@ const results = {
   failures,
   previous: previousRev,
   crash: Object.fromEntries(Object.entries(crash).map(([name, result]) => [name, crashText(result)])),
-  raw: { tp, mem, concurrency, crash },
+  reexecuted: Object.fromEntries(Object.entries(reexecuted).map(([name, result]) => [name, reexecutedText(result)])),
+  raw: { tp, mem, concurrency, crash, reexecuted },
 }
 const here = (name) => fileURLToPath(new URL(name, import.meta.url))
 if (quick) mkdirSync(here('./results'), { recursive: true })
