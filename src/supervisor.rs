@@ -1602,18 +1602,21 @@ while read_frame()[0] != 6:
     path
   }
 
-  /// Run one program against a hostile host: how did the run end?
-  fn run_against(name: &str, hostile: &str) -> Completion {
-    let settings = Settings {
+  /// One shared host of `executable`, with the small config.
+  fn settings(executable: PathBuf) -> Settings {
+    Settings {
       config: config(),
-      executable: hostile_host(name, hostile),
+      executable,
       unresponsive_after: Duration::from_secs(60),
       hosts: 1,
       require_sandbox: false,
       recycle_above_bytes: u64::MAX,
       history_caps: HistoryCaps { per_run_mb: 64.0, total_mb: 1024.0 },
-    };
-    let supervisor = Supervisor::start(settings, Arc::default()).unwrap();
+    }
+  }
+
+  /// Submit `return 1` as run `run_id`, and wait for its end.
+  fn run_one(supervisor: &Supervisor, run_id: u32) -> Completion {
     let (send, receive) = mpsc::channel();
     let deliver: Deliver = Box::new(move |end| {
       let _ = send.send(match end {
@@ -1621,8 +1624,14 @@ while read_frame()[0] != 6:
         RunEnd::Refused => None,
       });
     });
-    supervisor.submit(1, "return 1".into(), r#"{"namespaces":[]}"#.into(), deliver).unwrap();
-    let completion = receive.recv_timeout(Duration::from_secs(60)).expect("the run settles").expect("not refused");
+    supervisor.submit(run_id, "return 1".into(), r#"{"namespaces":[]}"#.into(), deliver).unwrap();
+    receive.recv_timeout(Duration::from_secs(60)).expect("the run settles").expect("not refused")
+  }
+
+  /// Run one program against a hostile host: how did the run end?
+  fn run_against(name: &str, hostile: &str) -> Completion {
+    let supervisor = Supervisor::start(settings(hostile_host(name, hostile)), Arc::default()).unwrap();
+    let completion = run_one(&supervisor, 1);
     assert_eq!(supervisor.stats().runs_lost_to_host_exits, 1.0, "{name}");
     supervisor.shutdown();
     completion
@@ -1675,15 +1684,7 @@ while read_frame()[0] != 6:
     partial.insert(Protection::NoNewPrivs);
     partial.insert(Protection::OomFirst);
     let executable = hostile_host_protected("partial-lockdown", partial, "");
-    let settings = |require_sandbox| Settings {
-      config: config(),
-      executable: executable.clone(),
-      unresponsive_after: Duration::from_secs(60),
-      hosts: 1,
-      require_sandbox,
-      recycle_above_bytes: u64::MAX,
-      history_caps: HistoryCaps { per_run_mb: 64.0, total_mb: 1024.0 },
-    };
+    let settings = |require_sandbox| Settings { require_sandbox, ..settings(executable.clone()) };
     let refused = Supervisor::start(settings(true), Arc::default()).err().expect("refused");
     assert_eq!(
       refused,
@@ -1809,26 +1810,10 @@ while read_frame()[0] != 6:
   fn a_host_that_repeats_a_call_is_ended_and_the_tool_is_called_once() {
     // Calls: one call of RUN, id 0, namespace 0, function 0, argument "[]".
     let call = "1f0000000401000000RUN000000000000000000000000020000005b5d00000000";
-    let settings = Settings {
-      config: config(),
-      executable: hostile_host("repeated-call", &format!("{call}{call}")),
-      unresponsive_after: Duration::from_secs(60),
-      hosts: 1,
-      require_sandbox: false,
-      recycle_above_bytes: u64::MAX,
-      history_caps: HistoryCaps { per_run_mb: 64.0, total_mb: 1024.0 },
-    };
     let calls = Arc::new(CallOutbox::default());
-    let supervisor = Supervisor::start(settings, calls.clone()).unwrap();
-    let (send, receive) = mpsc::channel();
-    let deliver: Deliver = Box::new(move |end| {
-      let _ = send.send(match end {
-        RunEnd::Output(output) => Some(output.completion),
-        RunEnd::Refused => None,
-      });
-    });
-    supervisor.submit(1, "return 1".into(), r#"{"namespaces":[]}"#.into(), deliver).unwrap();
-    let completion = receive.recv_timeout(Duration::from_secs(60)).expect("the run settles").expect("not refused");
+    let executable = hostile_host("repeated-call", &format!("{call}{call}"));
+    let supervisor = Supervisor::start(settings(executable), calls.clone()).unwrap();
+    let completion = run_one(&supervisor, 1);
     let Completion::Failure { kind: FailureKind::WorkerExit, message } = completion else {
       panic!("{completion:?}");
     };
@@ -1854,28 +1839,9 @@ while read_frame()[0] != 6:
     // A host that is ready, then breaks the protocol on its first run; by
     // then its executable is gone, so no replacement can be spawned.
     let executable = hostile_host("gone-after-start", "0100000063");
-    let settings = Settings {
-      config: config(),
-      executable: executable.clone(),
-      unresponsive_after: Duration::from_secs(60),
-      hosts: 1,
-      require_sandbox: false,
-      recycle_above_bytes: u64::MAX,
-      history_caps: HistoryCaps { per_run_mb: 64.0, total_mb: 1024.0 },
-    };
-    let supervisor = Supervisor::start(settings, Arc::default()).unwrap();
+    let supervisor = Supervisor::start(settings(executable.clone()), Arc::default()).unwrap();
     std::fs::remove_file(&executable).unwrap();
-    let run = |run_id| {
-      let (send, receive) = mpsc::channel();
-      let deliver: Deliver = Box::new(move |end| {
-        let _ = send.send(match end {
-          RunEnd::Output(output) => Some(output.completion),
-          RunEnd::Refused => None,
-        });
-      });
-      supervisor.submit(run_id, "return 1".into(), r#"{"namespaces":[]}"#.into(), deliver).unwrap();
-      receive.recv_timeout(Duration::from_secs(60)).expect("the run settles").expect("not refused")
-    };
+    let run = |run_id| run_one(&supervisor, run_id);
     let message = |completion| match completion {
       Completion::Failure { kind: FailureKind::WorkerExit, message } => String::from_utf16_lossy(&message),
       other => panic!("{other:?}"),
