@@ -608,6 +608,7 @@ impl Supervisor {
   pub fn reply(&self, replies: Vec<Reply>) -> bool {
     let mut state = lock(&self.state);
     let mut by_host: Vec<(Arc<Host>, Vec<Outgoing>)> = Vec::new();
+    let mut touched = Vec::new();
     for Reply { run_id, call_id, kind, text } in replies {
       let Some(record) = state.runs.get_mut(&run_id) else { continue };
       let outgoing = match record.history.reply(call_id, kind, text) {
@@ -616,7 +617,7 @@ impl Supervisor {
         ReplyVerdict::Pass(text) => Some(Outgoing::Passed(Reply { run_id, call_id, kind, text })),
       };
       let on = record.host;
-      self.account_history(&mut state, run_id);
+      touched.push(run_id);
       let (Some(outgoing), Some(host)) = (outgoing, on.and_then(|generation| state.host(generation))) else {
         continue;
       };
@@ -634,6 +635,12 @@ impl Supervisor {
         (host, frame)
       })
       .collect();
+    // Only once the replies are encoded from the histories: a history past
+    // its cap lets its replies go.
+    touched.dedup();
+    for run_id in touched {
+      self.account_history(&mut state, run_id);
+    }
     drop(state);
     let answered = !frames.is_empty();
     for (host, frame) in frames {
