@@ -15,8 +15,6 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
-
 /// How long a program that ended a host runs alone when it is submitted
 /// again.
 pub const QUARANTINE_FOR: Duration = Duration::from_secs(10 * 60);
@@ -24,7 +22,7 @@ pub const QUARANTINE_FOR: Duration = Duration::from_secs(10 * 60);
 /// The most programs held at once.
 pub const QUARANTINED_PROGRAMS: usize = 64;
 
-/// The programs quarantined, oldest first: a SHA-256 of each one's text,
+/// The programs quarantined, oldest first: a BLAKE3 digest of each one's text,
 /// and when it leaves.
 #[derive(Default)]
 pub struct Quarantine {
@@ -32,7 +30,7 @@ pub struct Quarantine {
 }
 
 fn digest(program: &str) -> [u8; 32] {
-  Sha256::digest(program.as_bytes()).into()
+  *blake3::hash(program.as_bytes()).as_bytes()
 }
 
 impl Quarantine {
