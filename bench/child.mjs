@@ -10,9 +10,11 @@
 //    V8 end its process: how many of the N die with it (the blast radius),
 //    and whether the harness itself survives.
 //  - reexecuted-after-death: N runs that made a call and now await a tool;
-//    every host is killed (SIGKILL), then the tool answers: the wall time
+//    every host is killed (SIGKILL), and once the runtime has seen the
+//    deaths (its runs re-executed, or lost) the tool answers: the wall time
 //    from the kill until every run has its result, how many completed, and
-//    the peak memory growth (a backend without hosts: skipped).
+//    the memory (harness and hosts) before the kill and at its peak after
+//    (a backend without hosts: skipped).
 // Memory is the harness's plus its isolate hosts' (the v8 backend's
 // `stats().hostPids`): what the machine pays.
 // Every backend runs with its default config except where a scenario says.
@@ -139,16 +141,26 @@ if (scenario === 'throughput') {
     const program = 'const a = await tools.first({ i: 21 }); console.log("got", a); return a + await tools.wait({})'
     const waiting = Array.from({ length: runs }, () => ctx.codeRuntime.run({ program, bindings }))
     await everyoneWaits
-    const before = rssMb()
-    resetPeakRss()
+    out.beforeMb = rssMb()
+    const stats = () => ctx.codeRuntime.stats()
+    const seen = stats().runsReexecuted + (stats().runsLostToHostExits ?? 0)
+    const settled = Promise.all(waiting)
     const started = performance.now()
-    for (const pid of ctx.codeRuntime.stats().hostPids) process.kill(pid, 'SIGKILL')
+    for (const pid of stats().hostPids) process.kill(pid, 'SIGKILL')
+    // A reply the harness sends before it has seen its host die may reach
+    // nobody: answered only then, every run is still waiting on the tool.
+    let done = false
+    settled.then(() => (done = true))
+    while (!done && stats().runsReexecuted + (stats().runsLostToHostExits ?? 0) < seen + runs) {
+      await new Promise((resolve) => setTimeout(resolve, 1))
+    }
+    resetPeakRss()
     release()
-    const results = await Promise.all(waiting)
+    const results = await settled
     out.wallMs = performance.now() - started
     out.ok = results.filter((r) => r.value === 43).length
     out.lost = results.filter((r) => r.error).length
-    out.peakGrowthMb = peakRssMb() - before
+    out.peakMb = peakRssMb()
   }
 } else {
   await new Promise((r) => setTimeout(r, 200))

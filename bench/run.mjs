@@ -281,7 +281,7 @@ const reexecutedText = (result) =>
     ? `failed (${result.failed})`
     : result.skipped
       ? `n/a (${result.skipped})`
-      : `${result.ok} of ${result.runs} completed, ${result.lost} lost, ${result.wallMs.toFixed(0)} ms from the kill, peak growth ${result.peakGrowthMb.toFixed(1)} MiB`
+      : `${result.ok} of ${result.runs} completed, ${result.lost} lost, ${result.wallMs.toFixed(0)} ms from the kill, RSS ${result.beforeMb.toFixed(0)} MiB before it, peak ${result.peakMb.toFixed(0)} MiB after (harness + hosts)`
 for (const [name, result] of Object.entries(reexecuted)) console.log(`10. 100 waiting runs, every host killed  ${name}: ${reexecutedText(result)}`)
 
 const results = {
