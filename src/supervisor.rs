@@ -190,6 +190,38 @@ struct RunRecord {
   deadline: Instant,
 }
 
+impl RunRecord {
+  /// A run just submitted: on no host yet, with an empty history.
+  fn new(
+    deliver: Deliver,
+    max_output_bytes: u64,
+    seed: RunSeed,
+    program: String,
+    bindings_json: String,
+    deadline: Instant,
+  ) -> RunRecord {
+    RunRecord {
+      deliver,
+      ledger: OutputLedger::new(max_output_bytes),
+      host: None,
+      started: false,
+      aborted: None,
+      hosts_lost: 0,
+      placements_lost: 0,
+      history: RunHistory::default(),
+      history_counted: 0,
+      history_over: None,
+      lost_host: None,
+      diverged: None,
+      alone: false,
+      seed,
+      program,
+      bindings_json,
+      deadline,
+    }
+  }
+}
+
 /// One live host.
 struct Host {
   generation: u64,
@@ -472,25 +504,9 @@ impl Supervisor {
       state.refused += 1;
       return Err(queue_full());
     }
-    let record = RunRecord {
-      deliver,
-      ledger: OutputLedger::new(config.max_output_bytes),
-      host: None,
-      started: false,
-      aborted: None,
-      hosts_lost: 0,
-      placements_lost: 0,
-      history: RunHistory::default(),
-      history_counted: 0,
-      history_over: None,
-      lost_host: None,
-      diverged: None,
-      alone: state.quarantine.holds(&program, Instant::now()),
-      seed: fresh_seed()?,
-      program,
-      bindings_json,
-      deadline: Instant::now() + Duration::from_secs_f64(config.max_wall_ms / 1000.0),
-    };
+    let deadline = Instant::now() + Duration::from_secs_f64(config.max_wall_ms / 1000.0);
+    let mut record = RunRecord::new(deliver, config.max_output_bytes, fresh_seed()?, program, bindings_json, deadline);
+    record.alone = state.quarantine.holds(&record.program, Instant::now());
     let alone = record.alone;
     state.runs.insert(run_id, record);
     if alone {
@@ -1717,25 +1733,10 @@ while read_frame()[0] != 6:
   }
 
   fn record() -> RunRecord {
-    RunRecord {
-      deliver: Box::new(|_| {}),
-      ledger: OutputLedger::new(1 << 20),
-      host: Some(1),
-      started: true,
-      aborted: None,
-      hosts_lost: 0,
-      placements_lost: 0,
-      history: RunHistory::default(),
-      history_counted: 0,
-      history_over: None,
-      lost_host: None,
-      diverged: None,
-      alone: false,
-      seed: [0; 4],
-      program: "return 1".into(),
-      bindings_json: String::new(),
-      deadline: Instant::now(),
-    }
+    let mut record =
+      RunRecord::new(Box::new(|_| {}), 1 << 20, [0; 4], "return 1".into(), String::new(), Instant::now());
+    (record.host, record.started) = (Some(1), true);
+    record
   }
 
   /// A record whose run made a call the tool has not answered.
