@@ -130,7 +130,7 @@ impl Settings {
   /// and of the machine's busy slots (the shares add up to the whole), and
   /// room for every run the harness may place on it.
   fn host_config(&self, slot: usize) -> RuntimeConfig {
-    let hosts = self.hosts.max(1);
+    let hosts = self.shared_hosts();
     let mut config = self.config.clone();
     if self.is_alone(slot) {
       // One run, which makes its own isolate: nothing kept prepared.
@@ -146,9 +146,14 @@ impl Settings {
     config
   }
 
+  /// How many slots are the shared hosts' (the first ones).
+  fn shared_hosts(&self) -> usize {
+    self.hosts.max(1)
+  }
+
   /// Whether `slot` is for hosts of one run (after the shared ones).
   fn is_alone(&self, slot: usize) -> bool {
-    slot >= self.hosts.max(1)
+    slot >= self.shared_hosts()
   }
 }
 
@@ -289,6 +294,13 @@ struct Slot {
   retiring: Option<u64>,
 }
 
+impl Slot {
+  /// Its host is alive and ready.
+  fn takes_runs(&self) -> bool {
+    self.ready && self.host.is_some()
+  }
+}
+
 #[derive(Default)]
 struct State {
   runs: HashMap<u32, RunRecord>,
@@ -372,7 +384,7 @@ impl Supervisor {
   /// Start the supervisor and its hosts; returns once every host is ready,
   /// or with why one could not be.
   pub fn start(settings: Settings, calls: Arc<CallOutbox>) -> Result<Arc<Supervisor>, String> {
-    let hosts = settings.hosts.max(1);
+    let hosts = settings.shared_hosts();
     let supervisor = Arc::new(Supervisor {
       settings,
       state: Mutex::default(),
@@ -523,11 +535,11 @@ impl Supervisor {
   /// of one run that holds none (the supervisor thread starts those hosts:
   /// [`Supervisor::start_hosts_of_one_run`]).
   fn admit(&self, state: &mut State) {
-    let shared = self.settings.hosts.max(1);
+    let shared = self.settings.shared_hosts();
     while !state.pending_alone.is_empty() {
       let free = (shared..state.slots.len()).find(|&i| {
         let slot = &state.slots[i];
-        slot.ready && slot.host.is_some() && slot.placed == 0 && !slot.taken
+        slot.takes_runs() && slot.placed == 0 && !slot.taken
       });
       let Some(slot) = free else { break };
       let Some(run_id) = state.pending_alone.pop_front() else { break };
@@ -548,7 +560,7 @@ impl Supervisor {
   /// [`MAX_HOSTS_OF_ONE_RUN`] alive (the supervisor thread, which may
   /// start hosts). Their deaths back off on their own count.
   fn start_hosts_of_one_run(self: &Arc<Self>, state: &mut State, now: Instant) -> (Option<Instant>, Vec<Delivery>) {
-    let shared = self.settings.hosts.max(1);
+    let shared = self.settings.shared_hosts();
     loop {
       let alive = (shared..state.slots.len()).filter(|&i| state.slots[i].host.is_some()).count();
       let idle = (shared..state.slots.len())
@@ -751,7 +763,7 @@ impl Supervisor {
       outcomes: state.outcomes.into(),
       refused: state.refused as f64,
       hosts: alive,
-      host_restarts: state.host_starts.saturating_sub(self.settings.hosts.max(1) as u64) as f64,
+      host_restarts: state.host_starts.saturating_sub(self.settings.shared_hosts() as u64) as f64,
       runs_lost_to_host_exits: state.runs_lost as f64,
       runs_reexecuted: state.runs_reexecuted as f64,
       reexecutions_diverged: state.reexecutions_diverged as f64,
@@ -933,15 +945,9 @@ impl Supervisor {
         }
         let calls = calls.into_iter().zip(identities).filter(|(call, _)| on_this_host(&state, call.run_id)).collect();
         let (to_tools, answers, violation) = self.take_calls_into_histories(&mut state, host, calls);
-        let mut frame = Vec::new();
-        if !answers.is_empty() {
-          let replies: Vec<_> =
-            answers.iter().map(|reply| (reply.run_id, reply.call_id, reply.kind, reply.text.as_str())).collect();
-          encode_replies(&mut frame, &replies);
-        }
         drop(state);
-        if !frame.is_empty() {
-          host.link.send(&frame);
+        if !answers.is_empty() {
+          host.send(&ToHost::Replies(answers));
         }
         // The calls before a violation were taken into their histories:
         // their tools are called, once, whatever the host does next.
@@ -1073,8 +1079,8 @@ impl Supervisor {
   /// fail the waiting runs rather than keep them waiting for a host that
   /// may never come.
   fn fail_queue_if_no_host_starts(&self, state: &mut State, why: &str) -> Vec<Delivery> {
-    let shared = self.settings.hosts.max(1).min(state.slots.len());
-    let none_ready = !state.slots[..shared].iter().any(|slot| slot.ready && slot.host.is_some());
+    let shared = self.settings.shared_hosts().min(state.slots.len());
+    let none_ready = !state.slots[..shared].iter().any(Slot::takes_runs);
     if state.disposing || !none_ready || state.start_failures < MAX_START_FAILURES {
       return Vec::new();
     }
@@ -1091,8 +1097,8 @@ impl Supervisor {
   /// executed again saying how its host ended and that none of its own
   /// could be started; a quarantined program as a run no host can take.
   fn fail_alone_if_no_host_starts(&self, state: &mut State, why: &str) -> Vec<Delivery> {
-    let shared = self.settings.hosts.max(1).min(state.slots.len());
-    let none_ready = !state.slots[shared..].iter().any(|slot| slot.ready && slot.host.is_some());
+    let shared = self.settings.shared_hosts().min(state.slots.len());
+    let none_ready = !state.slots[shared..].iter().any(Slot::takes_runs);
     if state.disposing || !none_ready || state.start_failures_alone < MAX_START_FAILURES {
       return Vec::new();
     }
