@@ -8,7 +8,7 @@
  * Every wait is on an event (a tool called, a stats() condition).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { fromNodeWorker, hostsReplaced, killHosts, mount, tools, until, type Mounted } from './helpers.js'
+import { fromNodeWorker, held, hostsReplaced, killHosts, mount, tools, until, type Mounted } from './helpers.js'
 
 let m: Mounted
 beforeAll(async () => {
@@ -23,35 +23,27 @@ afterAll(() => m.dispose())
  */
 async function readAcrossAHostDeath(read: string) {
   const told: unknown[] = []
-  let holdCalls = 0
-  let held: () => void = () => {}
-  const holding = new Promise<void>((resolve) => (held = resolve))
-  let release: (value: unknown) => void = () => {}
-  const released = new Promise<unknown>((resolve) => (release = resolve))
+  const hold = held()
   const bindings = tools({
     tell: async (value: unknown) => {
       told.push(value)
       return 'noted'
     },
-    hold: async () => {
-      holdCalls++
-      held()
-      return released
-    },
+    hold: hold.fn,
   })
   const before = m.runtime.stats()
   const result = m.run(`const read = ${read}; await tools.tell({ read }); await tools.hold({}); return read`, {
     bindings,
   })
-  await holding
+  await hold.called
   const old = killHosts(m)
   await hostsReplaced(m, old)
   await until(() => m.runtime.stats().runsReexecuted === before.runsReexecuted + 1)
-  release('go')
+  hold.answer('go')
   const settled = await result
   const after = m.runtime.stats()
   expect(after.reexecutionsDiverged).toBe(before.reexecutionsDiverged)
-  return { settled, told, holdCalls }
+  return { settled, told, holdCalls: hold.calls }
 }
 
 describe('random numbers are the same in a re-execution', () => {

@@ -77,6 +77,29 @@ export function tools(
   return [{ global: 'tools', functions: functions as never, ...(errorClass ? { errorClass } : {}) }]
 }
 
+/** A tool whose calls the test answers when it chooses; it counts them. */
+export function held() {
+  let calls = 0
+  let called: () => void = () => {}
+  const firstCall = new Promise<void>((resolve) => (called = resolve))
+  let answer: (value: unknown) => void = () => {}
+  const answered = new Promise<unknown>((resolve) => (answer = resolve))
+  return {
+    fn: async () => {
+      calls++
+      called()
+      return answered
+    },
+    /** Resolves at the first call. */
+    called: firstCall,
+    get calls() {
+      return calls
+    },
+    /** Answer every call, made or to come, with `value`. */
+    answer: (value: unknown) => answer(value),
+  }
+}
+
 /** Resolves once `condition()` holds, checked once per event-loop turn. */
 export async function until(condition: () => boolean): Promise<void> {
   while (!condition()) await new Promise((resolve) => setImmediate(resolve))

@@ -7,7 +7,7 @@
  * gone), never a sleep.
  */
 import { describe, expect, it } from 'vitest'
-import { hostsReplaced, killHosts, mount, SIGKILLED, tools, until } from './helpers.js'
+import { held, hostsReplaced, killHosts, mount, SIGKILLED, tools, until } from './helpers.js'
 
 const MIB = 1024 * 1024
 /** Two of these pass 1 MiB; one does not. */
@@ -15,22 +15,16 @@ const PART = Math.floor(0.6 * MIB)
 
 /** A tool answering `bytes` of text at once, and one the test holds open. */
 function bigThenHeld(bytes: number) {
-  let held: () => void = () => {}
-  const holding = new Promise<void>((resolve) => (held = resolve))
-  let release: (value: unknown) => void = () => {}
-  const released = new Promise<unknown>((resolve) => (release = resolve))
+  const hold = held()
   let bigCalls = 0
   const bindings = tools({
     big: async () => {
       bigCalls++
       return 'x'.repeat(bytes)
     },
-    hold: async () => {
-      held()
-      return released
-    },
+    hold: hold.fn,
   })
-  return { bindings, holding, release, bigCalls: () => bigCalls }
+  return { bindings, holding: hold.called, release: hold.answer, bigCalls: () => bigCalls }
 }
 
 const PROGRAM = 'const big = await tools.big({}); console.log(big.length); await tools.hold({}); return big.length'

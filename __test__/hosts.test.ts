@@ -18,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
   alive,
   computingPastItsCalls,
+  held,
   hostOfOneRun,
   hostsReplaced,
   killHosts,
@@ -59,17 +60,8 @@ const LONG_LOOP = 5e9
  * a run parked on the host (executed again if its host dies).
  */
 function answersLater() {
-  let calls = 0
-  let called: () => void = () => {}
-  const waiting = new Promise<void>((resolve) => (called = resolve))
-  let answer: (value: unknown) => void = () => {}
-  const answered = new Promise<unknown>((resolve) => (answer = resolve))
-  const wait = () => {
-    calls++
-    called()
-    return answered
-  }
-  return { bindings: tools({ wait }), wait, waiting, answer, calls: () => calls }
+  const later = held()
+  return { bindings: tools({ wait: later.fn }), wait: later.fn, waiting: later.called, answer: later.answer, calls: () => later.calls }
 }
 
 /**

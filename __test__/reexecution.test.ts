@@ -19,6 +19,7 @@ import {
   alive,
   computingPastItsCalls,
   fromNodeWorker,
+  held,
   hostsReplaced,
   killHosts,
   mount,
@@ -39,29 +40,6 @@ const CRASHED = {
 
 const diverged = (what: string) =>
   `${SIGKILLED}; the run was re-executed on another isolate host and diverged from its history: ${what}`
-
-/** A tool whose calls the test answers when it chooses; it counts them. */
-function held() {
-  let calls = 0
-  let called: () => void = () => {}
-  const firstCall = new Promise<void>((resolve) => (called = resolve))
-  let answer: (value: unknown) => void = () => {}
-  const answered = new Promise<unknown>((resolve) => (answer = resolve))
-  return {
-    fn: async () => {
-      calls++
-      called()
-      return answered
-    },
-    /** Resolves at the first call. */
-    called: firstCall,
-    get calls() {
-      return calls
-    },
-    /** Answer every call, made or to come, with `value`. */
-    answer: (value: unknown) => answer(value),
-  }
-}
 
 const RUNS = 40
 
