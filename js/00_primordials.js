@@ -205,7 +205,6 @@
   p.DatePrototypeGetTime = uncurryThis(Date.prototype.getTime);
   p.DatePrototypeToISOString = uncurryThis(Date.prototype.toISOString);
   p.DatePrototypeToString = uncurryThis(Date.prototype.toString);
-  p.DateNow = Date.now;
   p.RegExp = RegExp;
   p.RegExpPrototypeToString = uncurryThis(RegExp.prototype.toString);
   p.RegExpPrototypeExec = uncurryThis(RegExp.prototype.exec);

@@ -10,7 +10,7 @@
 // built-in it stands for. The replaced property keeps its attributes.
 //
 // Takes: primordials. Provides builtinProxies: { replace, wrapCalls,
-// passThrough }.
+// wrapGetter, passThrough }.
 "use strict";
 
 ((globalThis) => {
@@ -36,6 +36,18 @@
     replace(owner, key, new Proxy(owner[key], { __proto__: null, apply }));
   }
 
+  /**
+   * Replace the getter of the built-in accessor `owner[key]` by a proxy
+   * whose calls go through `apply(target, receiver, args)`.
+   */
+  function wrapGetter(owner, key, apply) {
+    const descriptor = ObjectGetOwnPropertyDescriptor(owner, key);
+    const proxy = new Proxy(descriptor.get, { __proto__: null, apply });
+    p.WeakMapPrototypeSet(targets, proxy, descriptor.get);
+    descriptor.get = proxy;
+    ObjectDefineProperty(owner, key, descriptor);
+  }
+
   // `Function.prototype.toString` of a proxy is "function () { [native
   // code] }"; of the built-in it stands for, its own name.
   wrapCalls(p.FunctionPrototype, "toString", (target, receiver, args) => {
@@ -47,6 +59,7 @@
     __proto__: null,
     replace,
     wrapCalls,
+    wrapGetter,
     /**
      * Call `owner[key]` through a proxy that does nothing but call it: its
      * trap, a JavaScript function, starts with a stack check

@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 use dsh_protocol::config::RuntimeConfig;
 use dsh_protocol::failure::{failure, HostLoss, StopReason, MAX_HOSTS_LOST};
 use dsh_protocol::frame::{
-  encode_replies, encode_submit, FromHost, HostCall, HostStats, Reply, ReplyKind, RunSeed, ToHost,
+  encode_replies, encode_submit, FromHost, HostCall, HostStats, Reply, ReplyKind, RunSeed, Submission, ToHost,
 };
 use dsh_protocol::history::{CallIdentity, CallVerdict, Divergence, LogVerdict, ReplyVerdict, RunHistory};
 use dsh_protocol::inbox::{Inbox, Next, Ready};
@@ -603,8 +603,20 @@ impl Supervisor {
     let Some(record) = state.runs.get_mut(&run_id) else { return };
     record.host = Some(host.generation);
     let wall_ms = record.deadline.saturating_duration_since(Instant::now()).as_secs_f64() * 1000.0;
-    let mut frame = Vec::with_capacity(32 + record.program.len() + record.bindings_json.len());
-    encode_submit(&mut frame, run_id, wall_ms, &record.seed, &record.program, &record.bindings_json);
+    let readings = record.history.recorded_readings();
+    let mut frame =
+      Vec::with_capacity(64 + record.program.len() + record.bindings_json.len() + readings.bytes() as usize);
+    encode_submit(
+      &mut frame,
+      &Submission {
+        run_id,
+        wall_ms,
+        seed: &record.seed,
+        readings,
+        program: &record.program,
+        bindings_json: &record.bindings_json,
+      },
+    );
     state.slots[slot].placed += 1;
     host.link.send(&frame);
   }
@@ -932,6 +944,14 @@ impl Supervisor {
           }
         }
         _ => return Err(format!("a log entry for run {run_id}, which is not on this host")),
+      },
+      FromHost::Readings { run_id, readings } => match state.runs.get_mut(&run_id) {
+        Some(record) if record.host == Some(host.generation) => {
+          if record.diverged.is_none() && record.history.readings(&readings) > 0 {
+            self.account_history(&mut state, run_id);
+          }
+        }
+        _ => return Err(format!("readings for run {run_id}, which is not on this host")),
       },
       FromHost::Calls(calls) => {
         // A run's last calls may cross after its result (the run queued

@@ -128,7 +128,7 @@ class Performance {
   }
   get timeOrigin() {
     // Fixed at its first read in the run: the epoch time of the run's start.
-    if (timeOrigin === undefined) timeOrigin = p.DateNow() - now();
+    if (timeOrigin === undefined) timeOrigin = ops.op_dsh_wall_now() - now();
     return timeOrigin;
   }
   mark(name, options = undefined) {

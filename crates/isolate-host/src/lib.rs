@@ -14,6 +14,7 @@
 mod allocator;
 pub mod bridge;
 mod budget;
+mod clocks;
 pub mod control;
 mod external_memory;
 mod icu_memory;

@@ -34,6 +34,7 @@ use dsh_isolate_host::{platform, StopReason};
 use dsh_protocol::frame::{FromHost, Reply, RunSeed, ToHost, JOURNAL_FD};
 use dsh_protocol::inbox::{Inbox, Next};
 use dsh_protocol::ledger::{FailureKind, OutputLedger};
+use dsh_protocol::readings::Readings;
 use dsh_protocol::socket::{self, send_now};
 
 /// The host's end of the channel, written by every thread that has
@@ -113,6 +114,12 @@ impl RunEvents for JournalEvents {
   fn log(&self, run_id: u32, text: &[u16]) {
     let mut frame = Vec::with_capacity(16 + text.len().min(self.max_log_units) * 2);
     dsh_protocol::frame::encode_log(&mut frame, run_id, &text[..text.len().min(self.max_log_units)]);
+    self.journal.write(&frame);
+  }
+
+  fn readings(&self, run_id: u32, readings: &Readings) {
+    let mut frame = Vec::with_capacity(32 + readings.bytes() as usize);
+    dsh_protocol::frame::encode_readings(&mut frame, run_id, readings);
     self.journal.write(&frame);
   }
 }
@@ -202,8 +209,8 @@ fn main() {
     };
     let Ok(message) = ToHost::decode(&frame) else { undecodable() };
     match message {
-      ToHost::Submit { run_id, wall_ms, seed, program, bindings_json } => {
-        submit(&scheduler, &config, &channel, RunJobFrame { run_id, wall_ms, seed, program }, &bindings_json)
+      ToHost::Submit { run_id, wall_ms, seed, readings, program, bindings_json } => {
+        submit(&scheduler, &config, &channel, RunJobFrame { run_id, wall_ms, seed, readings, program }, &bindings_json)
       }
       ToHost::Abort { run_id, reason } => {
         if let Some(run) = runs.get(run_id) {
@@ -247,6 +254,7 @@ struct RunJobFrame {
   run_id: u32,
   wall_ms: f64,
   seed: RunSeed,
+  readings: Readings,
   program: String,
 }
 
@@ -257,7 +265,7 @@ fn submit(
   frame: RunJobFrame,
   bindings_json: &str,
 ) {
-  let RunJobFrame { run_id, wall_ms, seed, program } = frame;
+  let RunJobFrame { run_id, wall_ms, seed, readings, program } = frame;
   let bindings = match BindingsDescriptor::parse(bindings_json) {
     Ok(bindings) => bindings,
     Err(message) => {
@@ -277,7 +285,7 @@ fn submit(
       channel.send(&FromHost::Finished { run_id, completion: output.completion });
     })
   };
-  let submission = Submission { job: RunJob { run_id, seed, program, bindings, budget }, deliver };
+  let submission = Submission { job: RunJob { run_id, seed, readings: Box::new(readings), program, bindings, budget }, deliver };
   if scheduler.submit(submission).is_err() {
     channel.send(&FromHost::Refused { run_id });
   }

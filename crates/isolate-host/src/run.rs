@@ -13,6 +13,7 @@ use deno_core::{v8, PollEventLoopOptions};
 use crate::bindings_descriptor::BindingsDescriptor;
 use crate::bridge::{Argument, Bridge, Mailbox};
 use crate::budget::RunBudget;
+use crate::clocks::RunClocks;
 use crate::config::RuntimeConfig;
 use crate::control::{RunControl, StopReason};
 use crate::external_memory::ExternalMemory;
@@ -25,6 +26,7 @@ use dsh_protocol::contract::COMPLETION_NOT_LOSSLESS;
 use dsh_protocol::failure::failure;
 use dsh_protocol::frame::{ReplyKind, RunSeed};
 use dsh_protocol::out_of_band::RawString;
+use dsh_protocol::readings::{Clock, Readings};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
@@ -33,6 +35,10 @@ pub struct RunJob {
   pub run_id: u32,
   /// Seeds the run's random numbers (`dsh_protocol::frame::RunSeed`).
   pub seed: RunSeed,
+  /// The readings of its clocks its history holds, read before the live
+  /// clocks (none for a first execution). Boxed: a job waits in queues by
+  /// value, and most have none.
+  pub readings: Box<Readings>,
   pub program: String,
   /// The binding namespaces (calls are checked against their function
   /// counts; the isolate's driver installs them).
@@ -51,6 +57,9 @@ pub trait RunEvents: Send + Sync {
   /// The program wrote a log entry (every entry offered to the run's
   /// ledger, in order).
   fn log(&self, run_id: u32, text: &[u16]);
+  /// Readings of the run's clocks, sent before its next log entry or call
+  /// (`clocks.rs`).
+  fn readings(&self, run_id: u32, readings: &Readings);
 }
 
 /// What a run thread shares with every run it executes.
@@ -88,6 +97,25 @@ struct RunHost {
   budget: Arc<RunBudget>,
   /// The run's random numbers, from the seed the harness chose.
   random: RefCell<ChaCha20Rng>,
+  clocks: RefCell<RunClocks>,
+}
+
+impl RunHost {
+  /// Send the readings the run took since its last log entry or call.
+  fn hand_over_readings(&self) {
+    let taken = self.clocks.borrow_mut().take();
+    if let Some(readings) = taken {
+      self.events.readings(self.run_id, &readings);
+    }
+  }
+
+  fn read(&self, clock: Clock, live: impl FnOnce() -> f64) -> f64 {
+    let (value, hand_over) = self.clocks.borrow_mut().read(clock, live);
+    if hand_over {
+      self.hand_over_readings();
+    }
+    value
+  }
 }
 
 impl SandboxHost for RunHost {
@@ -98,6 +126,7 @@ impl SandboxHost for RunHost {
     if self.settlement.borrow().is_some() {
       return true;
     }
+    self.hand_over_readings();
     self.events.log(self.run_id, &text);
     let admitted = self.ledger.borrow_mut().as_mut().is_some_and(|ledger| ledger.admit(&text));
     if !admitted {
@@ -127,6 +156,7 @@ impl SandboxHost for RunHost {
     if self.settlement.borrow().is_some() {
       return Err("the run has already settled".to_owned());
     }
+    self.hand_over_readings();
     let argument = Argument { json, paths, strings };
     Ok(self.bridge.call(&self.mailbox, self.run_id, namespace, function, argument))
   }
@@ -160,12 +190,22 @@ impl SandboxHost for RunHost {
     self.control.stop(StopReason::Exit(code));
   }
 
-  fn now_ms(&self) -> f64 {
-    self.started.elapsed().as_secs_f64() * 1000.0
+  fn read_clock(&self, clock: Clock) -> f64 {
+    self.read(clock, || match clock {
+      // As V8's own Date.now(): whole milliseconds.
+      Clock::Wall => {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |since| since.as_millis() as f64)
+      }
+      Clock::Monotonic => self.started.elapsed().as_secs_f64() * 1000.0,
+      Clock::Cpu => self.budget.cpu_used().as_secs_f64() * 1e6,
+      Clock::Memory => 0.0,
+    })
   }
 
-  fn cpu_used_us(&self) -> f64 {
-    self.budget.cpu_used().as_secs_f64() * 1e6
+  fn read_memory(&self, figures: &mut [f64]) {
+    for figure in figures {
+      *figure = self.read(Clock::Memory, || *figure);
+    }
   }
 
   fn external_memory_used(&self) -> f64 {
@@ -280,6 +320,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
     external_memory: isolate.external_memory.clone(),
     budget: job.budget.clone(),
     random: RefCell::new(ChaCha20Rng::from_seed(seed_bytes(&job.seed))),
+    clocks: RefCell::new(RunClocks::new(Readings::clone(&job.readings))),
   });
   isolate.runtime.op_state().borrow_mut().put(HostSlot(host.clone()));
   isolate.external_memory.attach(Some(control.clone()));

@@ -19,6 +19,7 @@ use deno_core::{op2, v8, OpState};
 use deno_error::JsErrorBox;
 use dsh_protocol::frame::{encoded_call_len, MAX_CALL_BYTES};
 use dsh_protocol::out_of_band::RawString;
+use dsh_protocol::readings::Clock;
 
 // What the ops call, each beside its subject. Explicit paths: build.rs
 // compiles this file too (for the snapshot), from another crate root.
@@ -150,11 +151,14 @@ pub trait SandboxHost {
   fn settle(&self, settlement: Settlement, text: Vec<u16>);
   /// `process.exit(code)`.
   fn exit(&self, code: i32);
-  /// Milliseconds since the run started (`performance.now`).
-  fn now_ms(&self) -> f64;
-  /// CPU time charged to the run so far, in microseconds: what `computeMs`
-  /// counts (`process.cpuUsage`).
-  fn cpu_used_us(&self) -> f64;
+  /// Read one of the run's clocks (`dsh_protocol::readings::Clock`):
+  /// the Unix time in ms, ms since the run started, or the CPU charged to
+  /// it in us (what `computeMs` counts). A re-executed run reads what its
+  /// history recorded first (`clocks.rs`).
+  fn read_clock(&self, clock: Clock) -> f64;
+  /// `process.memoryUsage()`'s figures, measured now, as the run reads
+  /// them (a re-executed run reads the recorded ones first).
+  fn read_memory(&self, figures: &mut [f64]);
   /// Bytes the run's external-memory account counts now
   /// (`process.memoryUsage().external`).
   fn external_memory_used(&self) -> f64;
@@ -369,14 +373,21 @@ fn op_dsh_exit(state: &mut OpState, code: i32) -> Result<(), JsErrorBox> {
   Ok(())
 }
 
+/// The run's wall clock: `Date.now()` and every built-in that reads it
+/// (js/16_clock.js).
+#[op2(fast)]
+fn op_dsh_wall_now(state: &mut OpState) -> Result<f64, JsErrorBox> {
+  Ok(host(state)?.read_clock(Clock::Wall))
+}
+
 #[op2(fast)]
 fn op_dsh_now(state: &mut OpState) -> Result<f64, JsErrorBox> {
-  Ok(host(state)?.now_ms())
+  Ok(host(state)?.read_clock(Clock::Monotonic))
 }
 
 #[op2(fast)]
 fn op_dsh_cpu_usage(state: &mut OpState) -> Result<f64, JsErrorBox> {
-  Ok(host(state)?.cpu_used_us())
+  Ok(host(state)?.read_clock(Clock::Cpu))
 }
 
 /// `process.memoryUsage()`: the run's own isolate, never the host process.
@@ -389,15 +400,17 @@ fn op_dsh_memory_usage(
   scope: &mut v8::PinScope,
   #[buffer] out: &mut [f64],
 ) -> Result<(), JsErrorBox> {
-  let external = host(state)?.external_memory_used();
+  let host = host(state)?;
+  let external = host.external_memory_used();
   let stats = scope.get_heap_statistics();
-  let figures = [
+  let mut figures = [
     stats.total_physical_size() as f64 + external,
     stats.total_heap_size() as f64,
     stats.used_heap_size() as f64,
     external,
     (stats.external_memory() as f64).min(external),
   ];
+  host.read_memory(&mut figures);
   for (slot, figure) in out.iter_mut().zip(figures) {
     *slot = figure;
   }
@@ -594,6 +607,7 @@ deno_core::extension!(
     op_dsh_replies,
     op_dsh_settle,
     op_dsh_exit,
+    op_dsh_wall_now,
     op_dsh_now,
     op_dsh_cpu_usage,
     op_dsh_memory_usage,
@@ -629,6 +643,7 @@ deno_core::extension!(
     "13_node_errors.js",
     "14_lazy_globals.js",
     "15_random.js",
+    "16_clock.js",
     "99_bootstrap.js",
   ],
   // Built-in ops a program has no business reaching, disabled even though

@@ -37,6 +37,7 @@ use crate::config::RuntimeConfig;
 use crate::ledger::{Completion, FailureKind};
 use crate::out_of_band::{check_places, RawString};
 use crate::protections::Protections;
+use crate::readings::{Readings, Repeated, CLOCKS, REPEATED_BYTES};
 
 /// The host's file descriptor of the journal (see the module doc): the
 /// harness places the host's end there when it starts the host, and the
@@ -68,8 +69,10 @@ pub enum ToHost {
   Configure { config: Box<RuntimeConfig> },
   /// Run a program. `wall_ms` is what is left of its wall ceiling (a run
   /// placed again after its first host died has spent some of it); `seed`
-  /// seeds its random numbers (`RunSeed`).
-  Submit { run_id: u32, wall_ms: f64, seed: RunSeed, program: String, bindings_json: String },
+  /// seeds its random numbers (`RunSeed`); `readings`, those its history
+  /// holds (`readings.rs`), which a re-executed run reads before its
+  /// clocks (none for a first execution).
+  Submit { run_id: u32, wall_ms: f64, seed: RunSeed, readings: Readings, program: String, bindings_json: String },
   /// Stop a run with `abort` and this reason.
   Abort { run_id: u32, reason: Vec<u16> },
   /// Answers to host calls.
@@ -142,6 +145,9 @@ pub enum FromHost {
   /// so that a host that dies loses none. Every entry the run's ledger was
   /// offered, in order (cut to the cap: a longer one can never be admitted).
   Log { run_id: u32, text: Vec<u16> },
+  /// On the journal. Readings of its clocks the run took since its last
+  /// log entry or call (`readings.rs`), written before its next one.
+  Readings { run_id: u32, readings: Readings },
   /// The journal's buffer is full and a run waits to write to it: read it.
   JournalFull,
   /// Calls from programs to host functions.
@@ -392,6 +398,7 @@ const FINISHED: u8 = 5;
 const REFUSED: u8 = 6;
 const STATS: u8 = 7;
 const JOURNAL_FULL: u8 = 8;
+const READINGS: u8 = 9;
 
 // Encodings of an out-of-band string inside CALLS.
 const LATIN1: u8 = 0;
@@ -458,6 +465,15 @@ impl<'a> FrameWriter<'a> {
     this
   }
 
+  /// Each clock's stream: its count, then (value, times) pairs.
+  fn readings(self, readings: &Readings) -> Self {
+    readings.streams().iter().fold(self, |frame, stream| {
+      stream
+        .iter()
+        .fold(frame.u32(len32(stream.len())), |frame, repeated| frame.f64(repeated.value).u32(repeated.times))
+    })
+  }
+
   fn finish(self) {
     let len = len32(self.out.len() - self.start - 4);
     self.out[self.start..self.start + 4].copy_from_slice(&len.to_le_bytes());
@@ -484,8 +500,8 @@ impl ToHost {
         let json = serde_json::to_string(config).unwrap_or_default();
         FrameWriter::new(out, CONFIGURE).text(&json).finish()
       }
-      ToHost::Submit { run_id, wall_ms, seed, program, bindings_json } => {
-        encode_submit(out, *run_id, *wall_ms, seed, program, bindings_json)
+      ToHost::Submit { run_id, wall_ms, seed, readings, program, bindings_json } => {
+        encode_submit(out, &Submission { run_id: *run_id, wall_ms: *wall_ms, seed, readings, program, bindings_json })
       }
       ToHost::Abort { run_id, reason } => FrameWriter::new(out, ABORT).u32(*run_id).utf16(reason).finish(),
       ToHost::Replies(replies) => {
@@ -511,6 +527,7 @@ impl ToHost {
         run_id: fields.u32()?,
         wall_ms: fields.f64()?,
         seed: [fields.u64()?, fields.u64()?, fields.u64()?, fields.u64()?],
+        readings: fields.readings()?,
         program: fields.text()?,
         bindings_json: fields.text()?,
       },
@@ -538,12 +555,27 @@ impl ToHost {
   }
 }
 
-/// A submission, encoded from borrowed text (the program is not copied
-/// twice on the way out).
-pub fn encode_submit(out: &mut Vec<u8>, run_id: u32, wall_ms: f64, seed: &RunSeed, program: &str, bindings_json: &str) {
-  let frame = FrameWriter::new(out, SUBMIT).u32(run_id).f64(wall_ms);
-  let frame = seed.iter().fold(frame, |frame, word| frame.u64(*word));
-  frame.text(program).text(bindings_json).finish()
+/// A [`ToHost::Submit`]'s fields, borrowed from where the harness keeps
+/// them (the program and the readings are not copied twice on the way out).
+pub struct Submission<'a> {
+  pub run_id: u32,
+  pub wall_ms: f64,
+  pub seed: &'a RunSeed,
+  pub readings: &'a Readings,
+  pub program: &'a str,
+  pub bindings_json: &'a str,
+}
+
+/// Append a [`ToHost::Submit`] frame.
+pub fn encode_submit(out: &mut Vec<u8>, submission: &Submission<'_>) {
+  let frame = FrameWriter::new(out, SUBMIT).u32(submission.run_id).f64(submission.wall_ms);
+  let frame = submission.seed.iter().fold(frame, |frame, word| frame.u64(*word));
+  frame.readings(submission.readings).text(submission.program).text(submission.bindings_json).finish()
+}
+
+/// A [`FromHost::Readings`] frame, encoded from the borrowed readings.
+pub fn encode_readings(out: &mut Vec<u8>, run_id: u32, readings: &Readings) {
+  FrameWriter::new(out, READINGS).u32(run_id).readings(readings).finish()
 }
 
 /// A log entry, encoded from the borrowed text.
@@ -560,7 +592,7 @@ impl FromHost {
   /// every other one travels on the channel. One on the wrong stream breaks
   /// the protocol.
   pub fn is_journal_entry(&self) -> bool {
-    matches!(self, FromHost::Started { .. } | FromHost::Log { .. })
+    matches!(self, FromHost::Started { .. } | FromHost::Log { .. } | FromHost::Readings { .. })
   }
 
   /// Append this message as one frame.
@@ -600,6 +632,7 @@ impl FromHost {
         }
       }
       FromHost::Refused { run_id } => FrameWriter::new(out, REFUSED).u32(*run_id).finish(),
+      FromHost::Readings { run_id, readings } => encode_readings(out, *run_id, readings),
       FromHost::JournalFull => FrameWriter::new(out, JOURNAL_FULL).finish(),
       FromHost::Stats { seq, stats } => stats.encode(FrameWriter::new(out, STATS).u64(*seq)).finish(),
     }
@@ -669,6 +702,7 @@ impl FromHost {
         FromHost::Finished { run_id, completion }
       }
       REFUSED => FromHost::Refused { run_id: fields.u32()? },
+      READINGS => FromHost::Readings { run_id: fields.u32()?, readings: fields.readings()? },
       JOURNAL_FULL => FromHost::JournalFull,
       STATS => FromHost::Stats { seq: fields.u64()?, stats: HostStats::decode(&mut fields)? },
       tag => return Err(ProtocolError(format!("unknown frame tag {tag} from a host"))),
@@ -741,6 +775,18 @@ impl<'a> Fields<'a> {
     Ok(bytes.chunks_exact(2).map(|pair| u16::from_le_bytes([pair[0], pair[1]])).collect())
   }
 
+  fn readings(&mut self) -> Result<Readings, ProtocolError> {
+    let mut streams: [Vec<Repeated>; CLOCKS] = Default::default();
+    for stream in &mut streams {
+      let count = self.count(REPEATED_BYTES)?;
+      stream.reserve_exact(count);
+      for _ in 0..count {
+        stream.push(Repeated { value: self.f64()?, times: self.u32()? });
+      }
+    }
+    Readings::from_streams(streams).ok_or_else(|| ProtocolError("a reading repeated zero times".to_owned()))
+  }
+
   fn end(&self) -> Result<(), ProtocolError> {
     if self.rest.is_empty() {
       Ok(())
@@ -782,6 +828,7 @@ pub fn read_frame(reader: &mut impl Read, frame: &mut Vec<u8>) -> io::Result<boo
 #[cfg(test)]
 mod tests {
   use super::*;
+  use crate::readings::Clock;
 
   fn round_trip_to_host(message: ToHost) {
     let mut out = Vec::new();
@@ -799,12 +846,21 @@ mod tests {
     assert_eq!(FromHost::decode(&frame).unwrap(), message);
   }
 
+  fn some_readings() -> Readings {
+    let mut readings = Readings::default();
+    for (clock, value) in [(Clock::Wall, 1.7e12), (Clock::Wall, 1.7e12), (Clock::Memory, 3.0), (Clock::Cpu, 0.25)] {
+      readings.push(clock, value);
+    }
+    readings
+  }
+
   #[test]
   fn every_message_decodes_to_itself() {
     round_trip_to_host(ToHost::Submit {
       run_id: 7,
       wall_ms: 1.5,
       seed: [1, u64::MAX, 3, 1 << 63],
+      readings: some_readings(),
       program: "return 'é'".into(),
       bindings_json: "{}".into(),
     });
@@ -847,6 +903,8 @@ mod tests {
     });
     round_trip_from_host(FromHost::Refused { run_id: 5 });
     round_trip_from_host(FromHost::JournalFull);
+    round_trip_from_host(FromHost::Readings { run_id: 2, readings: some_readings() });
+    round_trip_from_host(FromHost::Readings { run_id: 2, readings: Readings::default() });
     round_trip_from_host(FromHost::Stats {
       seq: 3,
       stats: HostStats { queued: 1, cpu_ms: 2.5, ..HostStats::default() },
@@ -934,6 +992,7 @@ mod tests {
     }
     .encode(&mut valid);
     FromHost::Stats { seq: 1, stats: HostStats::default() }.encode(&mut valid);
+    FromHost::Readings { run_id: 1, readings: some_readings() }.encode(&mut valid);
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     for case in 0..200_000u32 {
       // Random bytes, and valid frames with bytes flipped, cut or grown.
@@ -957,6 +1016,21 @@ mod tests {
         let _ = ToHost::decode(&frame);
       }
     }
+  }
+
+  /// A reading repeated zero times, or a count past the frame, is refused.
+  #[test]
+  fn readings_that_no_host_writes_are_refused() {
+    let mut frame = Vec::new();
+    FromHost::Readings { run_id: 1, readings: some_readings() }.encode(&mut frame);
+    let times_at = frame.len() - 3 * 4 - 12 * 2 - 4; // the wall stream's first count of times
+    let mut zero = frame.clone();
+    zero[times_at..times_at + 4].copy_from_slice(&0u32.to_le_bytes());
+    assert_eq!(FromHost::decode(&zero[4..]), Err(ProtocolError("a reading repeated zero times".into())));
+    let mut long = frame.clone();
+    long[9..13].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(FromHost::decode(&long[4..]).is_err());
+    assert!(FromHost::decode(&frame[4..]).is_ok());
   }
 
   fn no_strings() -> HostCall {

@@ -2,9 +2,12 @@
 //! in order, so that a run whose isolate host dies can be executed again on
 //! another host and reach the same point without calling any tool twice.
 //!
-//! What it holds now: each host call the run made (which function, and a
+//! What it holds: each host call the run made (which function, and a
 //! digest of the argument as it crossed), in the order the run made them,
-//! with the reply the harness's tool gave it once there is one. The run's
+//! with the reply the harness's tool gave it once there is one; and the
+//! readings of its clocks (`readings.rs`), which its host sends before the
+//! log entry or call that follows them. Its random numbers need no record:
+//! they come from a seed the harness keeps (`frame::RunSeed`). The run's
 //! log entries are the other half of what the world saw of it; the
 //! harness's replay of the run's ledger holds them (`ledger.rs`), and
 //! [`RunHistory::log`] reads them there rather than keeping them twice.
@@ -38,6 +41,7 @@ use std::fmt;
 use crate::frame::{HostCall, ReplyKind};
 use crate::ledger::OutputLedger;
 use crate::out_of_band::RawString;
+use crate::readings::Readings;
 
 /// What makes two calls the same call: the function, and a BLAKE3 digest
 /// of the argument exactly as it crossed (its JSON, the paths and bytes of
@@ -178,6 +182,7 @@ pub enum LogVerdict {
 #[derive(Debug, Default)]
 pub struct RunHistory {
   calls: Vec<RecordedCall>,
+  readings: Readings,
   /// The bytes it holds (its calls' records and the replies held).
   bytes: u64,
   /// Dropped: past its cap, the run cannot be executed again.
@@ -218,6 +223,7 @@ impl RunHistory {
   pub fn give_up(&mut self) -> u64 {
     self.given_up = true;
     self.calls = Vec::new();
+    self.readings = Readings::default();
     std::mem::take(&mut self.bytes)
   }
 
@@ -257,6 +263,23 @@ impl RunHistory {
       }
     };
     (verdict, 0)
+  }
+
+  /// Readings the current execution took past those recorded (its host
+  /// reads the recorded ones back first, and sends only what follows
+  /// them). Returns the bytes the history grew by.
+  pub fn readings(&mut self, readings: &Readings) -> u64 {
+    if self.given_up {
+      return 0;
+    }
+    let grew = self.readings.append(readings);
+    self.bytes += grew;
+    grew
+  }
+
+  /// The readings recorded: what a re-execution reads before its clocks.
+  pub fn recorded_readings(&self) -> &Readings {
+    &self.readings
   }
 
   /// The tool's reply to call `call_id`, taken into the history (held
@@ -422,6 +445,13 @@ mod tests {
 
   #[test]
   fn a_history_given_up_lets_its_replies_go() {
+    let mut history = RunHistory::default();
+    let mut readings = Readings::default();
+    readings.push(crate::readings::Clock::Wall, 1.0);
+    assert_eq!(history.readings(&readings), crate::readings::REPEATED_BYTES as u64);
+    assert_eq!(history.give_up(), crate::readings::REPEATED_BYTES as u64);
+    assert!(history.recorded_readings().is_empty());
+    assert_eq!(history.readings(&readings), 0);
     let mut history = RunHistory::default();
     record(&mut history, &call(0, "[]"));
     history.reply(0, ReplyKind::Text, "x".repeat(1000));

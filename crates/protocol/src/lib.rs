@@ -5,7 +5,8 @@
 //! (`ledger`), which the host keeps while a run executes and the harness
 //! replays from the streamed log entries, so that a run whose host dies
 //! still settles through the same ledger, and a run's history (`history`),
-//! from which the harness executes a run again on another host.
+//! from which the harness executes a run again on another host, with the
+//! readings of its clocks (`readings`).
 //! Pure Rust: no V8, no napi.
 
 #![deny(clippy::unwrap_used)]
@@ -22,4 +23,5 @@ pub mod ledger;
 pub mod lock;
 pub mod out_of_band;
 pub mod protections;
+pub mod readings;
 pub mod socket;
