@@ -4,9 +4,10 @@
 // is handed out as Node's Timeout shape, so Node-style code runs.
 //
 // Takes: primordials, native (core); when called, nodeErrors
-// (13_node_errors.js) and run (99_bootstrap.js), which load later.
+// (13_node_errors.js), eventOrder (17_event_order.js) and run
+// (99_bootstrap.js), which load later.
 // Provides timers: { holdCallbacks, releaseCallbacks, queueTask, setTimer,
-// followNodeLine(host), globals }.
+// setWakeUp, followNodeLine(host), globals }.
 "use strict";
 
 ((globalThis) => {
@@ -44,6 +45,11 @@
     }
   };
   const always = () => true;
+  /**
+   * A timer's callback, run in the order the run's history holds when the
+   * run is executed again (17_event_order.js, which loads later).
+   */
+  const ordered = (fire) => registry.eventOrder.ordered(fire);
   /** Run `run` now, or when held callbacks are released if `current()` then. */
   function deliver(run, current) {
     if (held !== null) p.ArrayPrototypePush(held, [run, current]);
@@ -83,15 +89,21 @@
     // Bumped by refresh and clear: a callback that fell due before either,
     // but was held (see `held`), no longer runs.
     #changes = 0;
-    constructor(run, delay, repeat) {
+    // Whether its firings go through the run's order of events: every
+    // timer whose callback is the program's (a wake-up that runs none of
+    // its code need not wait for its turn in a re-execution).
+    #ordered;
+    constructor(run, delay, repeat, isOrdered) {
       this.#id = nextTimerId++;
       this.#run = run;
       this.#delay = delay;
       this.#repeat = repeat;
+      this.#ordered = isOrdered;
       this.#arm();
     }
     #arm() {
-      this.#timer = core.createTimer(() => this.#due(), this.#delay, undefined, this.#repeat, this.#refed, false);
+      const due = () => this.#due();
+      this.#timer = core.createTimer(this.#ordered ? ordered(due) : due, this.#delay, undefined, this.#repeat, this.#refed, false);
       p.MapPrototypeSet(timers, this.#id, this);
     }
     #due() {
@@ -156,10 +168,10 @@
   const clearTimer = Timeout.clear;
   delete Timeout.clear;
 
-  function schedule(callback, delay, args, repeat) {
+  function schedule(callback, delay, args, repeat, isOrdered = true) {
     if (typeof callback !== "function") throw registry.nodeErrors.invalidArgType("callback", "Function", callback);
     const ms = +delay;
-    return new Timeout(guarded(callback, args), ms >= 1 ? ms : 1, repeat);
+    return new Timeout(guarded(callback, args), ms >= 1 ? ms : 1, repeat, isOrdered);
   }
   /** Clear by Timeout or by its id (a number, or its string), as Node does. */
   function clear(handle) {
@@ -168,7 +180,7 @@
   }
   function queueTask(callback) {
     const run = guarded(callback, []);
-    core.createTimer(() => deliver(run, always), 1, undefined, false, true, true);
+    core.createTimer(ordered(() => deliver(run, always)), 1, undefined, false, true, true);
   }
 
 
@@ -252,13 +264,13 @@
     }
     tail = immediate;
     const run = guarded(callback, args);
-    const timer = core.createTimer(() => {
+    const timer = core.createTimer(ordered(() => {
       if (immediate._destroyed) return;
       // The first of a queue to run takes the queue with it.
       if (immediate === head) head = tail = null;
       spend(immediate);
       deliver(run, always);
-    }, 0, undefined, false, true, false);
+    }), 0, undefined, false, true, false);
     p.WeakMapPrototypeSet(immediateTimers, immediate, timer);
     return immediate;
   }
@@ -312,8 +324,13 @@
     holdCallbacks,
     releaseCallbacks,
     queueTask,
-    /** A timer for the sandbox's own APIs (AbortSignal.timeout, Atomics.waitAsync). */
+    /** A timer for the sandbox's own APIs (AbortSignal.timeout). */
     setTimer: (callback, delay) => schedule(callback, delay, [], false),
+    /**
+     * A timer that only keeps the run awake (its callback runs none of the
+     * program's code), outside the run's order of events.
+     */
+    setWakeUp: (callback, delay) => schedule(callback, delay, [], false, false),
     followNodeLine(host) {
       spentIsUndefined = host.nodeMajor >= 24;
     },

@@ -26,7 +26,7 @@
 // constructors keep subclassing through `new.target` and the TypeError of
 // a call without `new`.
 //
-// Takes: primordials, native (ops), builtinProxies, timers (setTimer).
+// Takes: primordials, native (ops), builtinProxies, timers (setWakeUp).
 // Provides memoryCaps: { checkedBuffers, capSharedArrayBuffer,
 // sharedArrayBuffer }.
 "use strict";
@@ -36,7 +36,7 @@
     primordials: p,
     native: { ops },
     builtinProxies: { replace, wrapCalls },
-    timers: { setTimer },
+    timers: { setWakeUp },
     provide,
   } = globalThis.__dsh;
   const { Proxy, RangeError, ReflectApply, ReflectConstruct, ObjectGetOwnPropertyDescriptor } = p;
@@ -159,9 +159,9 @@
         let settled = false;
         let timer;
         const keepAwake = () => {
-          if (!settled) timer = setTimer(keepAwake, 1);
+          if (!settled) timer = setWakeUp(keepAwake, 1);
         };
-        timer = setTimer(keepAwake, p.MathCeil(timeout) + 1);
+        timer = setWakeUp(keepAwake, p.MathCeil(timeout) + 1);
         p.PromisePrototypeThen(result.value, () => {
           settled = true;
           timer.close();

@@ -8,9 +8,9 @@
 //
 // Takes: primordials, native, api (defineGlobal), losslessJson, inspect,
 // console (makeConsole), timers, memoryCaps (capSharedArrayBuffer),
-// lazyGlobals, and the globals and followNodeLine of the files that have
-// them. Provides run: { reportFailure(error) } (fails the current run, for
-// the files that load before this one), and seal.
+// lazyGlobals, eventOrder (replies), and the globals and followNodeLine of
+// the files that have them. Provides run: { reportFailure(error) } (fails
+// the current run, for the files that load before this one), and seal.
 "use strict";
 
 ((globalThis) => {
@@ -30,6 +30,7 @@
     process,
     memoryCaps: { capSharedArrayBuffer },
     lazyGlobals,
+    eventOrder,
     provide,
   } = registry;
   const {
@@ -111,34 +112,49 @@
     let pumping = false;
     const settle = (batch) => {
       pumping = false;
-      const { ids, oks, raws, texts } = batch;
+      const { ids } = batch;
+      // The calls this batch answers, taken off the pending ones; they are
+      // answered in the order the run's history holds (17_event_order.js).
+      const answered = [];
+      const entries = [];
+      const indexes = [];
       for (let i = 0; i < ids.length; i++) {
         const entry = p.MapPrototypeGet(pending, ids[i]);
         if (entry === undefined) continue;
         p.MapPrototypeDelete(pending, ids[i]);
-        // A failure rejects with its message only: the error is built by
-        // the call's own handler, on the chain the program awaits, so V8's
-        // async stack trace reaches the program's call site.
-        if (oks[i] && raws[i]) {
-          // A tool's string, crossed as it is.
-          entry[0](texts[i]);
-        } else if (oks[i]) {
-          const value = losslessJson.decode(texts[i]);
-          if (value === undefined) entry[1](resolutionNotLossless);
-          else entry[0](value);
-        } else {
-          // The message crossed as a JSON string literal (lone surrogates
-          // survive JSON, not the UTF-8 crossing).
-          let message;
-          try {
-            message = JSONParse(texts[i]);
-          } catch {
-            message = texts[i];
-          }
-          entry[1](typeof message === "string" ? message : texts[i]);
-        }
+        p.ArrayPrototypePush(answered, ids[i]);
+        p.ArrayPrototypePush(entries, entry);
+        p.ArrayPrototypePush(indexes, i);
       }
+      if (answered.length > 0) eventOrder.replies(answered, (k) => answer(entries[k], batch, indexes[k]));
       pump();
+    };
+    /**
+     * Resolve or reject a call (its `entry`, [resolve, reject]) with the
+     * `i`-th reply of `batch`. A failure rejects with its message only: the
+     * error is built by the call's own handler, on the chain the program
+     * awaits, so V8's async stack trace reaches the program's call site.
+     */
+    const answer = (entry, batch, i) => {
+      const { oks, raws, texts } = batch;
+      if (oks[i] && raws[i]) {
+        // A tool's string, crossed as it is.
+        entry[0](texts[i]);
+      } else if (oks[i]) {
+        const value = losslessJson.decode(texts[i]);
+        if (value === undefined) entry[1](resolutionNotLossless);
+        else entry[0](value);
+      } else {
+        // The message crossed as a JSON string literal (lone surrogates
+        // survive JSON, not the UTF-8 crossing).
+        let message;
+        try {
+          message = JSONParse(texts[i]);
+        } catch {
+          message = texts[i];
+        }
+        entry[1](typeof message === "string" ? message : texts[i]);
+      }
     };
     function pump() {
       if (pumping || p.MapPrototypeGetSize(pending) === 0) return;

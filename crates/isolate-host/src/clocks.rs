@@ -1,7 +1,9 @@
 //! A run's clocks as its program reads them (`dsh_protocol::readings`):
 //! the readings its history holds first, in order (a re-execution), then
 //! live ones, each live reading kept until the run's next log entry or call
-//! carries it to the journal.
+//! carries it to the journal; and the order of its events, which the
+//! program's JS keeps (js/17_event_order.js): the recorded order handed to
+//! it, the live events it reports kept beside the readings.
 //!
 //! A monotonic clock ([`Clock::is_monotonic`]) read past its recorded
 //! readings continues from the last of them, never back: its live value is
@@ -47,6 +49,18 @@ impl RunClocks {
     (value, self.taken.entries() >= KEEP_AT_MOST)
   }
 
+  /// The order of events its history recorded, for the program to replay.
+  pub fn recorded_order(&self) -> &[u32] {
+    self.replay.order()
+  }
+
+  /// Events that reached the program live. Returns whether the live
+  /// readings kept should be handed over now.
+  pub fn events(&mut self, events: &[u32]) -> bool {
+    self.taken.push_order(events);
+    self.taken.entries() >= KEEP_AT_MOST
+  }
+
   /// The live readings kept since the last call, handed over (empty if
   /// none).
   pub fn take(&mut self) -> Option<Readings> {
@@ -81,6 +95,18 @@ mod tests {
     }
     assert_eq!(clocks.take(), Some(expected));
     assert!(clocks.take().is_none());
+  }
+
+  #[test]
+  fn the_recorded_order_is_handed_to_the_program_and_live_events_are_kept() {
+    let mut recorded = Readings::default();
+    recorded.push_order(&[0, 1]);
+    let mut clocks = RunClocks::new(recorded);
+    assert_eq!(clocks.recorded_order(), [0, 1]);
+    assert!(!clocks.events(&[1, 4]));
+    let mut expected = Readings::default();
+    expected.push_order(&[1, 4]);
+    assert_eq!(clocks.take(), Some(expected));
   }
 
   #[test]

@@ -201,6 +201,7 @@ mod tests {
         "memoryCaps",
         "nodeErrors",
         "lazyGlobals",
+        "eventOrder",
         "run",
         "seal"
       ])

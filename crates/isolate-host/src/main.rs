@@ -285,7 +285,8 @@ fn submit(
       channel.send(&FromHost::Finished { run_id, completion: output.completion });
     })
   };
-  let submission = Submission { job: RunJob { run_id, seed, readings: Box::new(readings), program, bindings, budget }, deliver };
+  let submission =
+    Submission { job: RunJob { run_id, seed, readings: Box::new(readings), program, bindings, budget }, deliver };
   if scheduler.submit(submission).is_err() {
     channel.send(&FromHost::Refused { run_id });
   }

@@ -208,6 +208,17 @@ impl SandboxHost for RunHost {
     }
   }
 
+  fn recorded_order(&self) -> Vec<u32> {
+    self.clocks.borrow().recorded_order().to_vec()
+  }
+
+  fn events(&self, events: &[u32]) {
+    let hand_over = self.clocks.borrow_mut().events(events);
+    if hand_over {
+      self.hand_over_readings();
+    }
+  }
+
   fn external_memory_used(&self) -> f64 {
     self.external_memory.used() as f64
   }

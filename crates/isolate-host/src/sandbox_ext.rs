@@ -105,6 +105,8 @@ struct Protocol {
   lazy_sources: std::collections::BTreeMap<&'static str, u32>,
   /// The seam's exact strings the isolate produces (`dsh_protocol::contract`).
   messages: std::collections::BTreeMap<&'static str, &'static str>,
+  /// The words of a run's order of events (`dsh_protocol::readings`).
+  event_order: std::collections::BTreeMap<&'static str, u32>,
 }
 
 fn numbered(names: &[&'static str]) -> std::collections::BTreeMap<&'static str, u32> {
@@ -123,6 +125,7 @@ fn op_dsh_protocol() -> Protocol {
     digest_bytes: DIGESTS.iter().map(|name| (*name, digest(name, &[]).map_or(0, |bytes| bytes.len() as u32))).collect(),
     lazy_sources: numbered(&LAZY_SOURCES.map(|(name, _)| name)),
     messages: dsh_protocol::contract::MESSAGES.into_iter().collect(),
+    event_order: [("timerFired", dsh_protocol::readings::TIMER_FIRED)].into_iter().collect(),
   }
 }
 
@@ -159,6 +162,12 @@ pub trait SandboxHost {
   /// `process.memoryUsage()`'s figures, measured now, as the run reads
   /// them (a re-executed run reads the recorded ones first).
   fn read_memory(&self, figures: &mut [f64]);
+  /// The order of events the run's history recorded
+  /// (`dsh_protocol::readings::Readings::order`), for js/17_event_order.js
+  /// to replay.
+  fn recorded_order(&self) -> Vec<u32>;
+  /// Events that reached the program live, in that order's words.
+  fn events(&self, events: &[u32]);
   /// Bytes the run's external-memory account counts now
   /// (`process.memoryUsage().external`).
   fn external_memory_used(&self) -> f64;
@@ -390,6 +399,28 @@ fn op_dsh_cpu_usage(state: &mut OpState) -> Result<f64, JsErrorBox> {
   Ok(host(state)?.read_clock(Clock::Cpu))
 }
 
+/// The order of events the run's history recorded (js/17_event_order.js),
+/// empty for a first execution.
+#[op2]
+#[serde]
+fn op_dsh_recorded_order(state: &mut OpState) -> Result<Vec<u32>, JsErrorBox> {
+  Ok(host(state)?.recorded_order())
+}
+
+/// Resolves in the event loop's next turn, after what this turn queued
+/// (ticks, promise jobs) has run: js/17_event_order.js runs one replayed
+/// event per turn.
+#[op2(async(deferred), fast)]
+async fn op_dsh_next_turn() {}
+
+/// Events that reached the program live: a timer that fired, or a batch of
+/// replies (js/17_event_order.js).
+#[op2(fast)]
+fn op_dsh_events(state: &mut OpState, #[buffer] events: &[u32]) -> Result<(), JsErrorBox> {
+  host(state)?.events(events);
+  Ok(())
+}
+
 /// `process.memoryUsage()`: the run's own isolate, never the host process.
 /// Fills `out` with rss (the heap's committed pages plus the external
 /// account), heapTotal, heapUsed, external (the run's account: allocator,
@@ -611,6 +642,9 @@ deno_core::extension!(
     op_dsh_now,
     op_dsh_cpu_usage,
     op_dsh_memory_usage,
+    op_dsh_recorded_order,
+    op_dsh_events,
+    op_dsh_next_turn,
     op_dsh_random,
     op_dsh_url_parse,
     op_dsh_url_set,
@@ -644,6 +678,7 @@ deno_core::extension!(
     "14_lazy_globals.js",
     "15_random.js",
     "16_clock.js",
+    "17_event_order.js",
     "99_bootstrap.js",
   ],
   // Built-in ops a program has no business reaching, disabled even though

@@ -465,13 +465,16 @@ impl<'a> FrameWriter<'a> {
     this
   }
 
-  /// Each clock's stream: its count, then (value, times) pairs.
+  /// Each clock's stream: its count, then (value, times) pairs; then the
+  /// order of events: its count of words, then the words.
   fn readings(self, readings: &Readings) -> Self {
-    readings.streams().iter().fold(self, |frame, stream| {
+    let frame = readings.streams().iter().fold(self, |frame, stream| {
       stream
         .iter()
         .fold(frame.u32(len32(stream.len())), |frame, repeated| frame.f64(repeated.value).u32(repeated.times))
-    })
+    });
+    let order = readings.order();
+    order.iter().fold(frame.u32(len32(order.len())), |frame, word| frame.u32(*word))
   }
 
   fn finish(self) {
@@ -784,7 +787,12 @@ impl<'a> Fields<'a> {
         stream.push(Repeated { value: self.f64()?, times: self.u32()? });
       }
     }
-    Readings::from_streams(streams).ok_or_else(|| ProtocolError("a reading repeated zero times".to_owned()))
+    let words = self.count(4)?;
+    let mut order = Vec::with_capacity(words);
+    for _ in 0..words {
+      order.push(self.u32()?);
+    }
+    Readings::from_parts(streams, order).ok_or_else(|| ProtocolError("a reading repeated zero times".to_owned()))
   }
 
   fn end(&self) -> Result<(), ProtocolError> {
@@ -851,6 +859,7 @@ mod tests {
     for (clock, value) in [(Clock::Wall, 1.7e12), (Clock::Wall, 1.7e12), (Clock::Memory, 3.0), (Clock::Cpu, 0.25)] {
       readings.push(clock, value);
     }
+    readings.push_order(&[2, 5, 6]);
     readings
   }
 
@@ -1023,7 +1032,10 @@ mod tests {
   fn readings_that_no_host_writes_are_refused() {
     let mut frame = Vec::new();
     FromHost::Readings { run_id: 1, readings: some_readings() }.encode(&mut frame);
-    let times_at = frame.len() - 3 * 4 - 12 * 2 - 4; // the wall stream's first count of times
+    // The wall stream's count of times: after it, the monotonic stream's
+    // count, the CPU and memory streams (a count and an entry each) and the
+    // order (its count, three words).
+    let times_at = frame.len() - 4 * 4 - 3 * 4 - 12 * 2 - 4;
     let mut zero = frame.clone();
     zero[times_at..times_at + 4].copy_from_slice(&0u32.to_le_bytes());
     assert_eq!(FromHost::decode(&zero[4..]), Err(ProtocolError("a reading repeated zero times".into())));

@@ -1,8 +1,9 @@
 //! What a run read of the world outside it besides its tools' replies: its
-//! clocks. Each reading is kept in the run's history (`history.rs`), so that
-//! a run executed again after its host died reads the same values in the
-//! same order, and its calls and log entries that depend on them are the
-//! recorded ones.
+//! clocks, and the order in which its timers and its tools' replies reached
+//! it. Each is kept in the run's history (`history.rs`), so that a run
+//! executed again after its host died reads the same values in the same
+//! order and sees its events come in the same order, and its calls and log
+//! entries that depend on them are the recorded ones.
 //!
 //! One stream per [`Clock`]: a run executed again from the same history
 //! reads each clock the same number of times in the same order (whatever
@@ -10,6 +11,13 @@
 //! catches it), so the streams need not record how their readings
 //! interleave. Runs of one value are kept once with a count: a program
 //! that reads `Date.now()` in a loop reads the same millisecond many times.
+//!
+//! The order of events ([`Readings::order`]) is a list of what the run's
+//! event loop handed to its program, each a timer that fired
+//! ([`TIMER_FIRED`], then the timer's number: the run's timers are numbered
+//! in the order it made them) or a batch of replies taken together (their
+//! count, then their call ids). js/17_event_order.js keeps it and, in a
+//! re-execution, holds each event back until the ones before it have come.
 //!
 //! The host keeps the readings a run takes and writes them to its journal
 //! before the run's next log entry or call (`frame::FromHost::Readings`):
@@ -57,22 +65,40 @@ pub struct Repeated {
 /// The bytes one [`Repeated`] takes on the wire and in a history.
 pub const REPEATED_BYTES: usize = 8 + 4;
 
-/// Readings of each clock, in the order they were read.
+/// The first word of a timer's entry in [`Readings::order`] (a batch of
+/// replies starts with its count, at least 1).
+pub const TIMER_FIRED: u32 = 0;
+
+/// Readings of each clock, in the order they were read, and the order of
+/// the run's events.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Readings {
   streams: [Vec<Repeated>; CLOCKS],
+  order: Vec<u32>,
 }
 
 impl Readings {
-  /// Readings from their streams, as they crossed the wire: `None` if a
-  /// count is zero (no encoder makes one).
-  pub fn from_streams(streams: [Vec<Repeated>; CLOCKS]) -> Option<Readings> {
-    streams.iter().flatten().all(|repeated| repeated.times > 0).then_some(Readings { streams })
+  /// Readings from their streams and order, as they crossed the wire:
+  /// `None` if a count of times is zero (no encoder makes one). The order's
+  /// words are the program's concern alone (js/17_event_order.js checks
+  /// what it replays).
+  pub fn from_parts(streams: [Vec<Repeated>; CLOCKS], order: Vec<u32>) -> Option<Readings> {
+    streams.iter().flatten().all(|repeated| repeated.times > 0).then_some(Readings { streams, order })
   }
 
   /// The streams, in [`Clock::ALL`]'s order.
   pub fn streams(&self) -> &[Vec<Repeated>; CLOCKS] {
     &self.streams
+  }
+
+  /// The order of the run's events (see the module doc).
+  pub fn order(&self) -> &[u32] {
+    &self.order
+  }
+
+  /// Events that reached the run, after those already kept.
+  pub fn push_order(&mut self, events: &[u32]) {
+    self.order.extend_from_slice(events);
   }
 
   /// One more reading of `clock`.
@@ -97,12 +123,13 @@ impl Readings {
         }
       }
     }
+    self.order.extend_from_slice(&later.order);
     self.bytes() - before
   }
 
-  /// The values kept (a run of one value counts once).
+  /// The values and words of order kept (a run of one value counts once).
   pub fn entries(&self) -> usize {
-    self.streams.iter().map(Vec::len).sum()
+    self.streams.iter().map(Vec::len).sum::<usize>() + self.order.len()
   }
 
   pub fn is_empty(&self) -> bool {
@@ -111,11 +138,8 @@ impl Readings {
 
   /// What they take in a history.
   pub fn bytes(&self) -> u64 {
-    (self.entries() * REPEATED_BYTES) as u64
-  }
-
-  pub fn clear(&mut self) {
-    self.streams.iter_mut().for_each(Vec::clear);
+    let values: usize = self.streams.iter().map(Vec::len).sum();
+    (values * REPEATED_BYTES + self.order.len() * 4) as u64
   }
 }
 
@@ -151,6 +175,12 @@ impl Replay {
   pub fn last(&self, clock: Clock) -> Option<f64> {
     self.readings.streams[clock as usize].last().map(|repeated| repeated.value)
   }
+
+  /// The recorded order of the run's events, which the program's event
+  /// order (js/17_event_order.js) replays itself.
+  pub fn order(&self) -> &[u32] {
+    &self.readings.order
+  }
 }
 
 #[cfg(test)]
@@ -165,10 +195,13 @@ mod tests {
     }
     readings.push(Clock::Monotonic, 0.5);
     assert_eq!(readings.entries(), 3);
+    readings.push_order(&[TIMER_FIRED, 1]);
     let mut later = Readings::default();
     later.push(Clock::Wall, 6.0);
     later.push(Clock::Wall, 7.0);
-    assert_eq!(readings.append(&later), REPEATED_BYTES as u64);
+    later.push_order(&[2, 0, 1]);
+    assert_eq!(readings.append(&later), REPEATED_BYTES as u64 + 3 * 4);
+    assert_eq!(readings.order(), [TIMER_FIRED, 1, 2, 0, 1]);
     let mut replay = Replay::new(readings);
     let wall: Vec<_> = std::iter::from_fn(|| replay.next(Clock::Wall)).collect();
     assert_eq!(wall, [5.0, 5.0, 5.0, 6.0, 6.0, 7.0]);
@@ -183,6 +216,6 @@ mod tests {
   fn a_count_of_zero_is_refused() {
     let mut streams: [Vec<Repeated>; CLOCKS] = Default::default();
     streams[2].push(Repeated { value: 1.0, times: 0 });
-    assert_eq!(Readings::from_streams(streams), None);
+    assert_eq!(Readings::from_parts(streams, Vec::new()), None);
   }
 }
