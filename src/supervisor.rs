@@ -613,6 +613,7 @@ impl Supervisor {
         wall_ms,
         seed: &record.seed,
         readings,
+        history_end: record.history.end(&record.ledger),
         program: &record.program,
         bindings_json: &record.bindings_json,
       },
@@ -945,8 +946,9 @@ impl Supervisor {
         }
         _ => return Err(format!("a log entry for run {run_id}, which is not on this host")),
       },
-      FromHost::Readings { run_id, readings } => match state.runs.get_mut(&run_id) {
+      FromHost::Readings { run_id, cpu_us, readings } => match state.runs.get_mut(&run_id) {
         Some(record) if record.host == Some(host.generation) => {
+          record.history.charged(cpu_us);
           if record.diverged.is_none() && record.history.readings(&readings) > 0 {
             self.account_history(&mut state, run_id);
           }

@@ -18,6 +18,14 @@
 //! - The scheduler ends it ([`RunBudget::end`]) once the output exists, on
 //!   every path (run, reaped while queued, substrate failure): phase `Ended`.
 //!
+//! A re-executed run (its host died; `dsh_protocol::history`) starts
+//! charged with what it had spent by the end of its history
+//! ([`RunBudget::carry`]), and is not charged again for making its history
+//! again: until its thread says the history is made ([`RunBudget::end_replay`]),
+//! it is charged what it carried or what the replay took, whichever is more
+//! (so a replay that runs away is still stopped at `computeMs`); from then
+//! on, what it carried plus what it spends live.
+//!
 //! CPU is the run's thread's own CPU clock. Each run has a thread of its own
 //! while it is in flight (see `scheduler.rs`), so the clock counts this run's
 //! work and nothing else: another run's computation is never charged here.
@@ -98,6 +106,10 @@ struct CpuMeter {
 /// Sentinel of [`RunBudget::final_cpu_ns`]: the meter is still running.
 const METER_LIVE: u64 = u64::MAX;
 
+/// Sentinel of [`RunBudget::replay_ended_ns`]: the run is making its
+/// history again.
+const REPLAYING: u64 = u64::MAX;
+
 /// One run's budget (see the module doc for who moves it).
 pub struct RunBudget {
   control: Arc<RunControl>,
@@ -113,6 +125,12 @@ pub struct RunBudget {
   waiting_cpu_ns: AtomicU64,
   /// The CPU charged when the meter ended, or [`METER_LIVE`].
   final_cpu_ns: AtomicU64,
+  /// CPU (ns) an earlier execution had spent by the end of the run's
+  /// history (0 for a first execution).
+  carried_ns: AtomicU64,
+  /// The meter's reading (ns) when the history was made again, or
+  /// [`REPLAYING`] while it is being made (0 for a first execution).
+  replay_ended_ns: AtomicU64,
 }
 
 impl RunBudget {
@@ -128,6 +146,25 @@ impl RunBudget {
       meter: OnceLock::new(),
       waiting_cpu_ns: AtomicU64::new(0),
       final_cpu_ns: AtomicU64::new(METER_LIVE),
+      carried_ns: AtomicU64::new(0),
+      replay_ended_ns: AtomicU64::new(0),
+    }
+  }
+
+  /// A re-execution: `carried` was spent before, and the run is making its
+  /// history again until [`RunBudget::end_replay`]. Called before the run
+  /// starts.
+  pub fn carry(&self, carried: Duration) {
+    self.carried_ns.store(carried.as_nanos().min(u128::from(REPLAYING - 1)) as u64, Ordering::Relaxed);
+    self.replay_ended_ns.store(REPLAYING, Ordering::Release);
+  }
+
+  /// The run has made its history again: what it spends from now on is
+  /// charged on top of what it carried.
+  pub fn end_replay(&self) {
+    if self.replay_ended_ns.load(Ordering::Acquire) == REPLAYING {
+      let metered = self.metered().as_nanos().min(u128::from(REPLAYING - 1)) as u64;
+      self.replay_ended_ns.store(metered, Ordering::Release);
     }
   }
 
@@ -192,6 +229,16 @@ impl RunBudget {
     if frozen != METER_LIVE {
       return Duration::from_nanos(frozen);
     }
+    let metered = self.metered();
+    let carried = Duration::from_nanos(self.carried_ns.load(Ordering::Relaxed));
+    match self.replay_ended_ns.load(Ordering::Acquire) {
+      REPLAYING => carried.max(metered),
+      ended => carried + metered.saturating_sub(Duration::from_nanos(ended)),
+    }
+  }
+
+  /// The thread's CPU since the meter started, less the time spent waiting.
+  fn metered(&self) -> Duration {
     let Some(meter) = self.meter.get() else { return Duration::ZERO };
     let waiting = Duration::from_nanos(self.waiting_cpu_ns.load(Ordering::Relaxed));
     meter.clock.now().map_or(Duration::ZERO, |now| now.saturating_sub(meter.start).saturating_sub(waiting))
@@ -356,6 +403,34 @@ mod tests {
     let frozen = run.cpu_used();
     burn(Duration::from_millis(5));
     assert_eq!(run.cpu_used(), frozen);
+  }
+
+  /// A re-execution starts charged with what it carried; making its history
+  /// again is not charged on top of it, unless it takes more than that (a
+  /// runaway replay is still stopped); what it spends after is.
+  #[test]
+  fn a_reexecution_is_charged_once_for_what_it_did_before() {
+    let counter = Arc::new(Counter::default());
+    let run = budget(&counter, Duration::from_millis(100));
+    run.carry(Duration::from_millis(50));
+    run.admit();
+    let metering = run.meter_this_thread();
+    assert_eq!(run.cpu_used(), Duration::from_millis(50));
+    burn(Duration::from_millis(20));
+    assert_eq!(run.cpu_used(), Duration::from_millis(50), "the replay is not charged");
+    run.end_replay();
+    burn(Duration::from_millis(20));
+    let used = run.cpu_used();
+    assert!(used >= Duration::from_millis(70) && used < Duration::from_millis(85), "charged {used:?}");
+    drop(metering);
+
+    let runaway = budget(&counter, Duration::from_millis(40));
+    runaway.carry(Duration::from_millis(10));
+    runaway.admit();
+    let metering = runaway.meter_this_thread();
+    burn(Duration::from_millis(45));
+    assert_eq!(runaway.cpu_left(), None, "a replay past the budget is stopped");
+    drop(metering);
   }
 
   #[test]

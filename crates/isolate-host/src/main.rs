@@ -28,10 +28,11 @@ use dsh_isolate_host::config::RuntimeConfig;
 use dsh_isolate_host::live_runs::LiveRuns;
 use dsh_isolate_host::lock::lock;
 use dsh_isolate_host::lockdown;
-use dsh_isolate_host::run::{RunEvents, RunJob};
+use dsh_isolate_host::run::{Recorded, RunEvents, RunJob};
 use dsh_isolate_host::scheduler::{Scheduler, Submission};
 use dsh_isolate_host::{platform, StopReason};
 use dsh_protocol::frame::{FromHost, Reply, RunSeed, ToHost, JOURNAL_FD};
+use dsh_protocol::history::HistoryEnd;
 use dsh_protocol::inbox::{Inbox, Next};
 use dsh_protocol::ledger::{FailureKind, OutputLedger};
 use dsh_protocol::readings::Readings;
@@ -117,9 +118,9 @@ impl RunEvents for JournalEvents {
     self.journal.write(&frame);
   }
 
-  fn readings(&self, run_id: u32, readings: &Readings) {
+  fn readings(&self, run_id: u32, cpu_us: f64, readings: &Readings) {
     let mut frame = Vec::with_capacity(32 + readings.bytes() as usize);
-    dsh_protocol::frame::encode_readings(&mut frame, run_id, readings);
+    dsh_protocol::frame::encode_readings(&mut frame, run_id, cpu_us, readings);
     self.journal.write(&frame);
   }
 }
@@ -209,9 +210,13 @@ fn main() {
     };
     let Ok(message) = ToHost::decode(&frame) else { undecodable() };
     match message {
-      ToHost::Submit { run_id, wall_ms, seed, readings, program, bindings_json } => {
-        submit(&scheduler, &config, &channel, RunJobFrame { run_id, wall_ms, seed, readings, program }, &bindings_json)
-      }
+      ToHost::Submit { run_id, wall_ms, seed, readings, history_end, program, bindings_json } => submit(
+        &scheduler,
+        &config,
+        &channel,
+        RunJobFrame { run_id, wall_ms, seed, readings, history_end, program },
+        &bindings_json,
+      ),
       ToHost::Abort { run_id, reason } => {
         if let Some(run) = runs.get(run_id) {
           run.control().stop(StopReason::Abort(reason));
@@ -255,6 +260,7 @@ struct RunJobFrame {
   wall_ms: f64,
   seed: RunSeed,
   readings: Readings,
+  history_end: HistoryEnd,
   program: String,
 }
 
@@ -265,7 +271,9 @@ fn submit(
   frame: RunJobFrame,
   bindings_json: &str,
 ) {
-  let RunJobFrame { run_id, wall_ms, seed, readings, program } = frame;
+  let RunJobFrame { run_id, wall_ms, seed, readings, history_end, program } = frame;
+  let first_execution = readings.is_empty() && history_end == HistoryEnd::default();
+  let recorded = (!first_execution).then(|| Box::new(Recorded { readings, end: history_end }));
   let bindings = match BindingsDescriptor::parse(bindings_json) {
     Ok(bindings) => bindings,
     Err(message) => {
@@ -285,8 +293,7 @@ fn submit(
       channel.send(&FromHost::Finished { run_id, completion: output.completion });
     })
   };
-  let submission =
-    Submission { job: RunJob { run_id, seed, readings: Box::new(readings), program, bindings, budget }, deliver };
+  let submission = Submission { job: RunJob { run_id, seed, recorded, program, bindings, budget }, deliver };
   if scheduler.submit(submission).is_err() {
     channel.send(&FromHost::Refused { run_id });
   }

@@ -3,7 +3,7 @@
 //! settles or is stopped, and turn what happened into the run's output
 //! through the ledger.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
@@ -25,6 +25,7 @@ use crate::transpile::{strip_types, PROGRAM_NAME};
 use dsh_protocol::contract::COMPLETION_NOT_LOSSLESS;
 use dsh_protocol::failure::failure;
 use dsh_protocol::frame::{ReplyKind, RunSeed};
+use dsh_protocol::history::HistoryEnd;
 use dsh_protocol::out_of_band::RawString;
 use dsh_protocol::readings::{Clock, Readings};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
@@ -35,16 +36,23 @@ pub struct RunJob {
   pub run_id: u32,
   /// Seeds the run's random numbers (`dsh_protocol::frame::RunSeed`).
   pub seed: RunSeed,
-  /// The readings of its clocks its history holds, read before the live
-  /// clocks (none for a first execution). Boxed: a job waits in queues by
-  /// value, and most have none.
-  pub readings: Box<Readings>,
+  /// What its history holds for a re-execution (`None` for a first
+  /// execution). Boxed: a job waits in queues by value, and most have none.
+  pub recorded: Option<Box<Recorded>>,
   pub program: String,
   /// The binding namespaces (calls are checked against their function
   /// counts; the isolate's driver installs them).
   pub bindings: BindingsDescriptor,
   /// Its budget, which holds its stop switch.
   pub budget: Arc<RunBudget>,
+}
+
+/// What a re-executed run is given of its history.
+pub struct Recorded {
+  /// The readings of its clocks, read before the live clocks.
+  pub readings: Readings,
+  /// Where the history ends.
+  pub end: HistoryEnd,
 }
 
 /// What a run tells the harness while it executes, as it happens: the
@@ -58,8 +66,8 @@ pub trait RunEvents: Send + Sync {
   /// ledger, in order).
   fn log(&self, run_id: u32, text: &[u16]);
   /// Readings of the run's clocks, sent before its next log entry or call
-  /// (`clocks.rs`).
-  fn readings(&self, run_id: u32, readings: &Readings);
+  /// (`clocks.rs`), with the CPU charged to the run then (in us).
+  fn readings(&self, run_id: u32, cpu_us: f64, readings: &Readings);
 }
 
 /// What a run thread shares with every run it executes.
@@ -68,6 +76,9 @@ pub struct RunContext<'a> {
   pub bridge: &'a Arc<Bridge>,
   pub events: &'a Arc<dyn RunEvents>,
 }
+
+/// How close the CPU the harness knows of a run is to what it was charged.
+const CPU_REPORTED_TO: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// The ChaCha20 key of a run's seed: its words, little-endian.
 fn seed_bytes(seed: &RunSeed) -> [u8; 32] {
@@ -98,14 +109,57 @@ struct RunHost {
   /// The run's random numbers, from the seed the harness chose.
   random: RefCell<ChaCha20Rng>,
   clocks: RefCell<RunClocks>,
+  /// The CPU last reported to the harness (us), and when the run's CPU
+  /// clock was last read for it.
+  cpu_reported: Cell<f64>,
+  cpu_read_at: Cell<Instant>,
+  /// Calls and log entries this execution has still to make again before
+  /// its history is made (`None` once it is, or for a first execution).
+  replay_left: Cell<Option<(u32, u32)>>,
 }
 
 impl RunHost {
-  /// Send the readings the run took since its last log entry or call.
+  /// Send the readings the run took since its last log entry or call, and
+  /// the CPU charged to it if it has moved by a millisecond or more (the
+  /// harness carries it into a re-execution: `budget.rs`).
   fn hand_over_readings(&self) {
+    let cpu = self.cpu_moved();
     let taken = self.clocks.borrow_mut().take();
-    if let Some(readings) = taken {
-      self.events.readings(self.run_id, &readings);
+    if taken.is_none() && cpu.is_none() {
+      return;
+    }
+    let cpu_us = cpu.unwrap_or(self.cpu_reported.get());
+    self.events.readings(self.run_id, cpu_us, &taken.unwrap_or_default());
+  }
+
+  /// The CPU charged to the run, if it is a millisecond or more past what
+  /// was reported. The clock (a system call) is read at most once a
+  /// millisecond of wall time, in which the run cannot have spent more.
+  fn cpu_moved(&self) -> Option<f64> {
+    let now = Instant::now();
+    if now.duration_since(self.cpu_read_at.get()) < CPU_REPORTED_TO {
+      return None;
+    }
+    self.cpu_read_at.set(now);
+    let cpu_us = self.budget.cpu_used().as_secs_f64() * 1e6;
+    if cpu_us < self.cpu_reported.get() + CPU_REPORTED_TO.as_secs_f64() * 1e6 {
+      return None;
+    }
+    self.cpu_reported.set(cpu_us);
+    Some(cpu_us)
+  }
+
+  /// A call made or a log entry written: once the execution has made its
+  /// history again, what it spends is charged (`budget.rs`).
+  fn made(&self, calls: u32, logs: u32) {
+    if let Some((calls_left, logs_left)) = self.replay_left.get() {
+      let left = (calls_left.saturating_sub(calls), logs_left.saturating_sub(logs));
+      if left == (0, 0) {
+        self.replay_left.set(None);
+        self.budget.end_replay();
+      } else {
+        self.replay_left.set(Some(left));
+      }
     }
   }
 
@@ -128,6 +182,7 @@ impl SandboxHost for RunHost {
     }
     self.hand_over_readings();
     self.events.log(self.run_id, &text);
+    self.made(0, 1);
     let admitted = self.ledger.borrow_mut().as_mut().is_some_and(|ledger| ledger.admit(&text));
     if !admitted {
       self.control.stop(StopReason::OutputLimit);
@@ -158,7 +213,9 @@ impl SandboxHost for RunHost {
     }
     self.hand_over_readings();
     let argument = Argument { json, paths, strings };
-    Ok(self.bridge.call(&self.mailbox, self.run_id, namespace, function, argument))
+    let id = self.bridge.call(&self.mailbox, self.run_id, namespace, function, argument);
+    self.made(1, 0);
+    Ok(id)
   }
 
   fn replies(&self) -> RepliesFuture {
@@ -331,8 +388,18 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
     external_memory: isolate.external_memory.clone(),
     budget: job.budget.clone(),
     random: RefCell::new(ChaCha20Rng::from_seed(seed_bytes(&job.seed))),
-    clocks: RefCell::new(RunClocks::new(Readings::clone(&job.readings))),
+    clocks: RefCell::new(RunClocks::new(
+      job.recorded.as_ref().map(|recorded| recorded.readings.clone()).unwrap_or_default(),
+    )),
+    cpu_reported: Cell::new(job.recorded.as_ref().map_or(0.0, |recorded| recorded.end.cpu_us)),
+    cpu_read_at: Cell::new(Instant::now()),
+    replay_left: Cell::new(None),
   });
+  let end = job.recorded.as_ref().map(|recorded| recorded.end).unwrap_or_default();
+  if end.calls > 0 || end.logs > 0 {
+    job.budget.carry(std::time::Duration::from_secs_f64((end.cpu_us / 1e6).clamp(0.0, 1e9)));
+    host.replay_left.set(Some((end.calls, end.logs)));
+  }
   isolate.runtime.op_state().borrow_mut().put(HostSlot(host.clone()));
   isolate.external_memory.attach(Some(control.clone()));
   let icu_charged = ChargeIcu::to(&isolate.external_memory);

@@ -743,7 +743,7 @@ mod tests {
   impl RunEvents for Unobserved {
     fn started(&self, _run_id: u32) {}
     fn log(&self, _run_id: u32, _text: &[u16]) {}
-    fn readings(&self, _run_id: u32, _readings: &dsh_protocol::readings::Readings) {}
+    fn readings(&self, _run_id: u32, _cpu_us: f64, _readings: &dsh_protocol::readings::Readings) {}
   }
 
   fn wall() -> Duration {
@@ -792,7 +792,7 @@ mod tests {
       let job = RunJob {
         run_id: 1 + attempt,
         seed: [0; 4],
-        readings: Default::default(),
+        recorded: None,
         program: "return 6 * 7".into(),
         bindings: BindingsDescriptor::parse(r#"{"namespaces":[]}"#).expect("an empty descriptor"),
         budget: scheduler.new_budget(wall()),

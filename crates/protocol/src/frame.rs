@@ -34,6 +34,7 @@
 use std::io::{self, Read};
 
 use crate::config::RuntimeConfig;
+use crate::history::HistoryEnd;
 use crate::ledger::{Completion, FailureKind};
 use crate::out_of_band::{check_places, RawString};
 use crate::protections::Protections;
@@ -71,8 +72,18 @@ pub enum ToHost {
   /// placed again after its first host died has spent some of it); `seed`
   /// seeds its random numbers (`RunSeed`); `readings`, those its history
   /// holds (`readings.rs`), which a re-executed run reads before its
-  /// clocks (none for a first execution).
-  Submit { run_id: u32, wall_ms: f64, seed: RunSeed, readings: Readings, program: String, bindings_json: String },
+  /// clocks (none for a first execution); `history_end`, where a
+  /// re-execution's history ends and the CPU it had spent by then (all
+  /// zero for a first execution).
+  Submit {
+    run_id: u32,
+    wall_ms: f64,
+    seed: RunSeed,
+    readings: Readings,
+    history_end: HistoryEnd,
+    program: String,
+    bindings_json: String,
+  },
   /// Stop a run with `abort` and this reason.
   Abort { run_id: u32, reason: Vec<u16> },
   /// Answers to host calls.
@@ -146,8 +157,11 @@ pub enum FromHost {
   /// offered, in order (cut to the cap: a longer one can never be admitted).
   Log { run_id: u32, text: Vec<u16> },
   /// On the journal. Readings of its clocks the run took since its last
-  /// log entry or call (`readings.rs`), written before its next one.
-  Readings { run_id: u32, readings: Readings },
+  /// log entry or call (`readings.rs`), written before its next one, and
+  /// the CPU charged to it then, in us (read at most once a millisecond:
+  /// within a millisecond of the truth). Written too when only the CPU
+  /// has moved, by a millisecond or more.
+  Readings { run_id: u32, cpu_us: f64, readings: Readings },
   /// The journal's buffer is full and a run waits to write to it: read it.
   JournalFull,
   /// Calls from programs to host functions.
@@ -503,9 +517,18 @@ impl ToHost {
         let json = serde_json::to_string(config).unwrap_or_default();
         FrameWriter::new(out, CONFIGURE).text(&json).finish()
       }
-      ToHost::Submit { run_id, wall_ms, seed, readings, program, bindings_json } => {
-        encode_submit(out, &Submission { run_id: *run_id, wall_ms: *wall_ms, seed, readings, program, bindings_json })
-      }
+      ToHost::Submit { run_id, wall_ms, seed, readings, history_end, program, bindings_json } => encode_submit(
+        out,
+        &Submission {
+          run_id: *run_id,
+          wall_ms: *wall_ms,
+          seed,
+          readings,
+          history_end: *history_end,
+          program,
+          bindings_json,
+        },
+      ),
       ToHost::Abort { run_id, reason } => FrameWriter::new(out, ABORT).u32(*run_id).utf16(reason).finish(),
       ToHost::Replies(replies) => {
         let replies: Vec<_> =
@@ -531,6 +554,7 @@ impl ToHost {
         wall_ms: fields.f64()?,
         seed: [fields.u64()?, fields.u64()?, fields.u64()?, fields.u64()?],
         readings: fields.readings()?,
+        history_end: HistoryEnd { cpu_us: fields.f64()?, calls: fields.u32()?, logs: fields.u32()? },
         program: fields.text()?,
         bindings_json: fields.text()?,
       },
@@ -565,6 +589,7 @@ pub struct Submission<'a> {
   pub wall_ms: f64,
   pub seed: &'a RunSeed,
   pub readings: &'a Readings,
+  pub history_end: HistoryEnd,
   pub program: &'a str,
   pub bindings_json: &'a str,
 }
@@ -573,12 +598,20 @@ pub struct Submission<'a> {
 pub fn encode_submit(out: &mut Vec<u8>, submission: &Submission<'_>) {
   let frame = FrameWriter::new(out, SUBMIT).u32(submission.run_id).f64(submission.wall_ms);
   let frame = submission.seed.iter().fold(frame, |frame, word| frame.u64(*word));
-  frame.readings(submission.readings).text(submission.program).text(submission.bindings_json).finish()
+  let end = submission.history_end;
+  frame
+    .readings(submission.readings)
+    .f64(end.cpu_us)
+    .u32(end.calls)
+    .u32(end.logs)
+    .text(submission.program)
+    .text(submission.bindings_json)
+    .finish()
 }
 
 /// A [`FromHost::Readings`] frame, encoded from the borrowed readings.
-pub fn encode_readings(out: &mut Vec<u8>, run_id: u32, readings: &Readings) {
-  FrameWriter::new(out, READINGS).u32(run_id).readings(readings).finish()
+pub fn encode_readings(out: &mut Vec<u8>, run_id: u32, cpu_us: f64, readings: &Readings) {
+  FrameWriter::new(out, READINGS).u32(run_id).f64(cpu_us).readings(readings).finish()
 }
 
 /// A log entry, encoded from the borrowed text.
@@ -635,7 +668,7 @@ impl FromHost {
         }
       }
       FromHost::Refused { run_id } => FrameWriter::new(out, REFUSED).u32(*run_id).finish(),
-      FromHost::Readings { run_id, readings } => encode_readings(out, *run_id, readings),
+      FromHost::Readings { run_id, cpu_us, readings } => encode_readings(out, *run_id, *cpu_us, readings),
       FromHost::JournalFull => FrameWriter::new(out, JOURNAL_FULL).finish(),
       FromHost::Stats { seq, stats } => stats.encode(FrameWriter::new(out, STATS).u64(*seq)).finish(),
     }
@@ -705,7 +738,7 @@ impl FromHost {
         FromHost::Finished { run_id, completion }
       }
       REFUSED => FromHost::Refused { run_id: fields.u32()? },
-      READINGS => FromHost::Readings { run_id: fields.u32()?, readings: fields.readings()? },
+      READINGS => FromHost::Readings { run_id: fields.u32()?, cpu_us: fields.f64()?, readings: fields.readings()? },
       JOURNAL_FULL => FromHost::JournalFull,
       STATS => FromHost::Stats { seq: fields.u64()?, stats: HostStats::decode(&mut fields)? },
       tag => return Err(ProtocolError(format!("unknown frame tag {tag} from a host"))),
@@ -870,6 +903,7 @@ mod tests {
       wall_ms: 1.5,
       seed: [1, u64::MAX, 3, 1 << 63],
       readings: some_readings(),
+      history_end: HistoryEnd { cpu_us: 12.5, calls: 3, logs: 4 },
       program: "return 'é'".into(),
       bindings_json: "{}".into(),
     });
@@ -912,8 +946,8 @@ mod tests {
     });
     round_trip_from_host(FromHost::Refused { run_id: 5 });
     round_trip_from_host(FromHost::JournalFull);
-    round_trip_from_host(FromHost::Readings { run_id: 2, readings: some_readings() });
-    round_trip_from_host(FromHost::Readings { run_id: 2, readings: Readings::default() });
+    round_trip_from_host(FromHost::Readings { run_id: 2, cpu_us: 1.5, readings: some_readings() });
+    round_trip_from_host(FromHost::Readings { run_id: 2, cpu_us: 0.0, readings: Readings::default() });
     round_trip_from_host(FromHost::Stats {
       seq: 3,
       stats: HostStats { queued: 1, cpu_ms: 2.5, ..HostStats::default() },
@@ -1001,7 +1035,7 @@ mod tests {
     }
     .encode(&mut valid);
     FromHost::Stats { seq: 1, stats: HostStats::default() }.encode(&mut valid);
-    FromHost::Readings { run_id: 1, readings: some_readings() }.encode(&mut valid);
+    FromHost::Readings { run_id: 1, cpu_us: 2.0, readings: some_readings() }.encode(&mut valid);
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     for case in 0..200_000u32 {
       // Random bytes, and valid frames with bytes flipped, cut or grown.
@@ -1031,7 +1065,7 @@ mod tests {
   #[test]
   fn readings_that_no_host_writes_are_refused() {
     let mut frame = Vec::new();
-    FromHost::Readings { run_id: 1, readings: some_readings() }.encode(&mut frame);
+    FromHost::Readings { run_id: 1, cpu_us: 2.0, readings: some_readings() }.encode(&mut frame);
     // The wall stream's count of times: after it, the monotonic stream's
     // count, the CPU and memory streams (a count and an entry each) and the
     // order (its count, three words).
@@ -1040,7 +1074,7 @@ mod tests {
     zero[times_at..times_at + 4].copy_from_slice(&0u32.to_le_bytes());
     assert_eq!(FromHost::decode(&zero[4..]), Err(ProtocolError("a reading repeated zero times".into())));
     let mut long = frame.clone();
-    long[9..13].copy_from_slice(&u32::MAX.to_le_bytes());
+    long[17..21].copy_from_slice(&u32::MAX.to_le_bytes()); // the wall stream's count
     assert!(FromHost::decode(&long[4..]).is_err());
     assert!(FromHost::decode(&frame[4..]).is_ok());
   }

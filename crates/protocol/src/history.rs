@@ -178,11 +178,25 @@ pub enum LogVerdict {
   Diverged(Divergence),
 }
 
+/// Where a run's history ends, as a re-execution is told it: the calls
+/// and log entries it holds, and the CPU the run had been charged by the
+/// last of them (in us). A re-executed run is not charged for making its
+/// history again; it starts charged with `cpu_us`, so that what it spent
+/// before its host died counts once.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HistoryEnd {
+  pub cpu_us: f64,
+  pub calls: u32,
+  pub logs: u32,
+}
+
 /// A run's history (see the module doc).
 #[derive(Debug, Default)]
 pub struct RunHistory {
   calls: Vec<RecordedCall>,
   readings: Readings,
+  /// The most CPU its executions reported (`HistoryEnd::cpu_us`).
+  cpu_us: f64,
   /// The bytes it holds (its calls' records and the replies held).
   bytes: u64,
   /// Dropped: past its cap, the run cannot be executed again.
@@ -275,6 +289,25 @@ impl RunHistory {
     let grew = self.readings.append(readings);
     self.bytes += grew;
     grew
+  }
+
+  /// The CPU the current execution reported as charged to the run (a
+  /// re-execution counts from what the history ended with).
+  pub fn charged(&mut self, cpu_us: f64) {
+    if cpu_us.is_finite() && cpu_us > self.cpu_us {
+      self.cpu_us = cpu_us;
+    }
+  }
+
+  /// Where the history ends: what a re-execution is told (`ledger` holds
+  /// the recorded log entries). Nothing once given up.
+  pub fn end(&self, ledger: &OutputLedger) -> HistoryEnd {
+    if self.given_up {
+      return HistoryEnd::default();
+    }
+    let calls = u32::try_from(self.calls.len()).unwrap_or(u32::MAX);
+    let logs = u32::try_from(ledger.entries()).unwrap_or(u32::MAX);
+    HistoryEnd { cpu_us: self.cpu_us, calls, logs }
   }
 
   /// The readings recorded: what a re-execution reads before its clocks.
@@ -434,6 +467,23 @@ mod tests {
 
   /// A host that sends a call id twice, or skips one, would have a tool
   /// called twice, or a call answered out of place.
+  /// A re-execution is told where the history ends: its calls, its log
+  /// entries and the most CPU any execution reported.
+  #[test]
+  fn the_end_of_a_history_counts_its_calls_logs_and_cpu() {
+    let mut history = RunHistory::default();
+    let mut ledger = OutputLedger::new(1 << 20);
+    record(&mut history, &call(0, "[]"));
+    history.log(&units("a"), &ledger);
+    ledger.admit(&units("a"));
+    history.charged(2500.0);
+    history.charged(f64::NAN);
+    history.charged(1000.0);
+    assert_eq!(history.end(&ledger), HistoryEnd { cpu_us: 2500.0, calls: 1, logs: 1 });
+    history.give_up();
+    assert_eq!(history.end(&ledger), HistoryEnd::default());
+  }
+
   #[test]
   fn a_call_id_other_than_the_next_is_a_violation() {
     let mut history = RunHistory::default();
