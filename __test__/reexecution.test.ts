@@ -563,6 +563,59 @@ describe('a program that crashes its host, submitted again and again, ends one s
   })
 })
 
+describe("a re-executed run's CPU counts once", () => {
+  // Each program spins on its own CPU reading (what computeMs counts) for
+  // `ms` before a call and again after it, and its hosts are killed while it
+  // waits on the call. Executed again, it starts charged with what it had
+  // spent before the death; making its history again (the first spin, once
+  // more) is not charged on top; the second spin is. So 800 + 800 ms fits a
+  // 2000 ms budget (charged twice for the first spin, it would not), and
+  // 1200 + 1200 does not (starting again from nothing, it would: the first
+  // spin made again reads its recorded CPU readings, not the clock, and
+  // takes a fraction of its first time; this case failed so before the
+  // budget was told what the run carried ahead of the watchdog's first
+  // look at it).
+  const program = (ms: number) => `
+    const spin = () => { const start = process.cpuUsage().user; while (process.cpuUsage().user - start < ${ms * 1000}); }
+    spin()
+    const answer = await tools.hold({})
+    spin()
+    return answer`
+
+  let capped: Mounted
+  beforeAll(async () => {
+    capped = await mount({ computeMs: 2000 })
+  })
+  afterAll(() => capped.dispose())
+
+  async function spinAcrossAHostDeath(ms: number) {
+    const before = capped.runtime.stats()
+    const hold = held()
+    const pending = capped.run(program(ms), { bindings: tools({ hold: hold.fn }) })
+    await hold.called
+    await hostsReplaced(capped, killHosts(capped))
+    await until(() => capped.runtime.stats().runsReexecuted === before.runsReexecuted + 1)
+    hold.answer('held')
+    const settled = await pending
+    expect(hold.calls).toBe(1)
+    expect(capped.runtime.stats().reexecutionsDiverged).toBe(before.reexecutionsDiverged)
+    return settled
+  }
+
+  it('what it spent before the death is not charged twice', async () => {
+    expect(await spinAcrossAHostDeath(800)).toEqual({ logs: [], value: 'held' })
+    await healthy(capped)
+  })
+
+  it('nor forgotten', async () => {
+    expect(await spinAcrossAHostDeath(1200)).toEqual({
+      logs: [],
+      error: { kind: 'timeout', message: 'compute budget exhausted (2000ms busy)' },
+    })
+    await healthy(capped)
+  })
+})
+
 describe('the limits of re-execution', () => {
   it('a run on the third host to die under it is not executed again', async () => {
     // One host, so that each death is of the host the run is on: with two

@@ -153,7 +153,8 @@ impl RunBudget {
 
   /// A re-execution: `carried` was spent before, and the run is making its
   /// history again until [`RunBudget::end_replay`]. Called before the run
-  /// starts.
+  /// is registered with the watchdog, which sleeps no longer than the
+  /// budget it saw left.
   pub fn carry(&self, carried: Duration) {
     self.carried_ns.store(carried.as_nanos().min(u128::from(REPLAYING - 1)) as u64, Ordering::Relaxed);
     self.replay_ended_ns.store(REPLAYING, Ordering::Release);

@@ -287,6 +287,10 @@ fn submit(
   };
   let wall = Duration::from_secs_f64((wall_ms / 1000.0).clamp(0.0, config.max_wall_ms / 1000.0));
   let budget = scheduler.new_budget(wall);
+  if let Some(recorded) = &recorded {
+    // Before the watchdog first looks at the run: what it carries is spent.
+    budget.carry(Duration::from_secs_f64((recorded.end.cpu_us / 1e6).clamp(0.0, config.compute_ms / 1000.0)));
+  }
   let deliver = {
     let channel = channel.clone();
     Box::new(move |output: dsh_protocol::ledger::Output| {

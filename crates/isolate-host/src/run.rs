@@ -395,10 +395,11 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
     cpu_read_at: Cell::new(Instant::now()),
     replay_left: Cell::new(None),
   });
-  let end = job.recorded.as_ref().map(|recorded| recorded.end).unwrap_or_default();
-  if end.calls > 0 || end.logs > 0 {
-    job.budget.carry(std::time::Duration::from_secs_f64((end.cpu_us / 1e6).clamp(0.0, 1e9)));
+  // The budget carries what the history's end says was spent (main.rs);
+  // making the history again is not charged until it is made.
+  if let Some(end) = job.recorded.as_ref().map(|recorded| recorded.end) {
     host.replay_left.set(Some((end.calls, end.logs)));
+    host.made(0, 0);
   }
   isolate.runtime.op_state().borrow_mut().put(HostSlot(host.clone()));
   isolate.external_memory.attach(Some(control.clone()));
