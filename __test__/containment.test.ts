@@ -120,6 +120,22 @@ describe('memory', () => {
     expect(result.error?.message).toBe('heap limit reached: the program exceeded maxOldGenerationSizeMb (32 MiB)')
   })
 
+  it('a cap smaller than the sandbox itself: the isolate is still made, a program within it runs, a bomb ends naming the cap, no host dies', async () => {
+    // Deserializing the sandbox alone outgrows a cap of a few MiB: it is
+    // made under more, and the program's cap is set back when the run
+    // starts (at least a quarter above the heap then live).
+    const tiny = await mount({ maxOldGenerationSizeMb: 0.5 })
+    try {
+      expect(await tiny.run('console.log("small"); return [1, 2, 3].map((x) => x * 2)')).toEqual({ logs: ['small'], value: [2, 4, 6] })
+      const bomb = await tiny.run('const a = []; for (;;) a.push({ x: a.length })')
+      expect(bomb.error).toEqual({ kind: 'worker-exit', message: 'heap limit reached: the program exceeded maxOldGenerationSizeMb (0.5 MiB)' })
+      expect((await tiny.run('return "next"')).value).toBe('next')
+      expect(tiny.runtime.stats()).toMatchObject({ hostRestarts: 0, runsLostToHostExits: 0 })
+    } finally {
+      await tiny.dispose()
+    }
+  })
+
   it.each([
     ['one huge ArrayBuffer', 'new ArrayBuffer(200 * 1024 * 1024)'],
     ['a huge typed array', 'new Float64Array(50 * 1024 * 1024)'],

@@ -378,7 +378,8 @@ config_keys! {
     default: DefaultValue::AtMostTheBound(512.0),
     doc: [
       "Heap cap of a program's isolate, in MiB. Reached: `worker-exit`",
-      "naming the limit.",
+      "naming the limit. Below what the sandbox itself holds (about 1 MiB)",
+      "it means that, and a quarter more.",
     ],
   },
   max_external_memory_mb: f64 = Key {

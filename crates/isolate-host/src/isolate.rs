@@ -17,6 +17,12 @@ static SNAPSHOT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/SANDBOX_SNAPS
 
 const MIB: f64 = 1024.0 * 1024.0;
 
+/// The heap an isolate is made under when `maxOldGenerationSizeMb` is
+/// smaller: deserializing the snapshot alone outgrows a cap of a few MiB
+/// (V8 then ends the process). The program's cap is set back when its run
+/// starts (`PreparedIsolate::cap_heap_for_the_program`).
+const SANDBOX_HEAP_FLOOR: usize = 16 << 20;
+
 /// A JsRuntime whose global has been sealed (no Deno, no ops reachable),
 /// with the two driver functions of the bootstrap (js/99_bootstrap.js).
 pub struct PreparedIsolate {
@@ -33,6 +39,18 @@ pub struct PreparedIsolate {
   /// `runtime` so that it is dropped after the isolate: the account's
   /// interrupts point at it (external_memory.rs).
   pub external_memory: Arc<ExternalMemory>,
+  /// The program's heap cap (`maxOldGenerationSizeMb`), in bytes.
+  heap_bytes: usize,
+}
+
+/// The heap limit a near-heap-limit callback grants over `current`: V8
+/// ends the process unless the callback's limit lets the heap grow at
+/// once, and a cap far below the heap then live (a tiny
+/// `maxOldGenerationSizeMb` leaves V8 an old generation of a few hundred
+/// KiB) is not lifted past it by doubling alone.
+pub fn heap_limit_with_room(current: usize) -> usize {
+  const ROOM: usize = 8 << 20;
+  current.saturating_mul(2).saturating_add(ROOM)
 }
 
 /// Refuses every module: a program has no `import()` of anything.
@@ -90,7 +108,7 @@ impl PreparedIsolate {
     let external_memory = ExternalMemory::new((config.max_external_memory_mb * MIB) as usize);
     let heap_bytes = (config.max_old_generation_size_mb * MIB) as usize;
     let params = v8::CreateParams::default()
-      .heap_limits(0, heap_bytes)
+      .heap_limits(0, heap_bytes.max(SANDBOX_HEAP_FLOOR))
       .array_buffer_allocator(capped_allocator(&external_memory))
       .allow_atomics_wait(false);
     let mut runtime = JsRuntime::try_new(RuntimeOptions {
@@ -105,6 +123,12 @@ impl PreparedIsolate {
     })
     .map_err(|error| format!("creating an isolate failed: {error}"))?;
     external_memory.bind_isolate(runtime.v8_isolate().thread_safe_handle());
+    // The sandbox's own making (the snapshot's heap, the seal) and any GC
+    // before a run takes the isolate are not the program's to pay for:
+    // under a cap smaller than what they need, V8 would end the host before
+    // any run. They are made under at least SANDBOX_HEAP_FLOOR, and given
+    // room past it, until `cap_heap_for_the_program`.
+    runtime.add_near_heap_limit_callback(|current, _initial| heap_limit_with_room(current));
     let sealed = runtime
       .execute_script("ext:dsh_sandbox/seal.js", seal_script(config))
       .map_err(|error| format!("sealing an isolate failed: {error}"))?;
@@ -120,7 +144,16 @@ impl PreparedIsolate {
       };
       (function(0)?, function(1)?, function(2)?)
     };
-    Ok(PreparedIsolate { runtime, install, watch, release_timers, external_memory })
+    Ok(PreparedIsolate { runtime, install, watch, release_timers, external_memory, heap_bytes })
+  }
+
+  /// Set the program's heap cap back, once a run has taken the isolate and
+  /// before its own near-heap-limit callback goes in. V8 keeps the limit
+  /// at least a quarter above the heap then live, so a cap smaller than
+  /// the sandbox itself means "what the sandbox needs, and little more":
+  /// a program past it is stopped as at any cap.
+  pub fn cap_heap_for_the_program(&mut self) {
+    self.runtime.remove_near_heap_limit_callback(self.heap_bytes);
   }
 
   /// Make V8 give back the heap pages it keeps pooled for reuse, every

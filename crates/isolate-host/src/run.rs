@@ -18,7 +18,7 @@ use crate::config::RuntimeConfig;
 use crate::control::{RunControl, StopReason};
 use crate::external_memory::ExternalMemory;
 use crate::icu_memory::ChargeIcu;
-use crate::isolate::PreparedIsolate;
+use crate::isolate::{heap_limit_with_room, PreparedIsolate};
 use crate::ledger::{FailureKind, Output, OutputLedger};
 use crate::sandbox_ext::{HostSlot, RepliesFuture, ReplyBatch, SandboxHost, Settlement};
 use crate::transpile::{strip_types, PROGRAM_NAME};
@@ -405,6 +405,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
   isolate.external_memory.attach(Some(control.clone()));
   let icu_charged = ChargeIcu::to(&isolate.external_memory);
   control.attach_isolate(Some(isolate.runtime.v8_isolate().thread_safe_handle()));
+  isolate.cap_heap_for_the_program();
   {
     let control = control.clone();
     let external_memory = isolate.external_memory.clone();
@@ -416,7 +417,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
       control.stop(reason);
       // Grant headroom so V8 unwinds the termination instead of aborting
       // the whole process on an out-of-memory fatal error.
-      current.saturating_mul(2)
+      heap_limit_with_room(current)
     });
   }
   let metering = job.budget.meter_this_thread();
