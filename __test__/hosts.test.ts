@@ -287,7 +287,10 @@ describe('a host that dies is an outcome of its runs', () => {
     // The first run is parked on a timer when its host dies: a suspect,
     // executed again alone (its host of one run killed too, the culprit);
     // one waiting on a tool instead is reexecution.test.ts's. The run
-    // queued behind it goes to the shared host's replacement.
+    // queued behind it goes to the shared host's replacement: at once if
+    // that host is ready before the suspect's host of one run, else once
+    // the suspect ends (still in flight, it holds the one place), so both
+    // are awaited only after that.
     const one = await mount({ maxConcurrentRuns: 1, isolateHosts: 1 })
     try {
       const { bindings, waiting, calls } = reached()
@@ -297,10 +300,10 @@ describe('a host that dies is an outcome of its runs', () => {
       const queued = one.run('console.log("queued"); return 2')
       await until(() => one.runtime.stats().queued === 1)
       killHosts(one)
-      expect(await queued).toEqual({ logs: ['queued'], value: 2 })
       const { alone, shared } = await hostOfOneRun(one, 1, 'parked')
       process.kill(alone, 'SIGKILL')
       expect(await first).toEqual({ logs: [], error: { kind: 'worker-exit', message: SIGKILLED } })
+      expect(await queued).toEqual({ logs: ['queued'], value: 2 })
       expect(calls()).toBe(1)
       await onlySharedHosts(one, shared)
       expect(one.runtime.stats()).toMatchObject({ runsLostToHostExits: 1, runsReexecuted: 1, hostRestarts: 1 })
