@@ -49,7 +49,7 @@
    * A timer's callback, run in the order the run's history holds when the
    * run is executed again (17_event_order.js, which loads later).
    */
-  const ordered = (fire) => registry.eventOrder.ordered(fire);
+  const ordered = (fire, live) => registry.eventOrder.ordered(fire, live);
   /** Run `run` now, or when held callbacks are released if `current()` then. */
   function deliver(run, current) {
     if (held !== null) p.ArrayPrototypePush(held, [run, current]);
@@ -103,7 +103,7 @@
     }
     #arm() {
       const due = () => this.#due();
-      this.#timer = core.createTimer(this.#ordered ? ordered(due) : due, this.#delay, undefined, this.#repeat, this.#refed, false);
+      this.#timer = core.createTimer(this.#ordered ? ordered(due, () => !this.#cleared) : due, this.#delay, undefined, this.#repeat, this.#refed, false);
       p.MapPrototypeSet(timers, this.#id, this);
     }
     #due() {
@@ -180,7 +180,7 @@
   }
   function queueTask(callback) {
     const run = guarded(callback, []);
-    core.createTimer(ordered(() => deliver(run, always)), 1, undefined, false, true, true);
+    core.createTimer(ordered(() => deliver(run, always), always), 1, undefined, false, true, true);
   }
 
 
@@ -265,12 +265,11 @@
     tail = immediate;
     const run = guarded(callback, args);
     const timer = core.createTimer(ordered(() => {
-      if (immediate._destroyed) return;
       // The first of a queue to run takes the queue with it.
       if (immediate === head) head = tail = null;
       spend(immediate);
       deliver(run, always);
-    }), 0, undefined, false, true, false);
+    }, () => !immediate._destroyed), 0, undefined, false, true, false);
     p.WeakMapPrototypeSet(immediateTimers, immediate, timer);
     return immediate;
   }

@@ -9,14 +9,22 @@
 // another host after its host died sees its events in the recorded order,
 // and its calls and logs that depend on it are the recorded ones.
 //
+// In every execution, the promise jobs (and ticks) an event queued have
+// all run before the next event runs: what a program shows the world
+// after an event depends on nothing else.
+//
 // First execution (nothing recorded): each event runs as it comes, and is
 // reported (op_dsh_events) before it runs, so the report reaches the
-// journal before any log entry or call it leads to.
+// journal before any log entry or call it leads to. deno_core runs every
+// job queued before a timer fires; replies come in a job of their own, in
+// the turn of the event loop that fired timers or took other replies, so
+// a batch of replies in a turn in which an event already ran waits for the
+// next turn (op_dsh_turn), and the events after it wait behind it.
 //
 // Re-execution: each event is held until the recorded events before it have
 // run, then runs in its recorded place, one per turn of the event loop
 // (op_dsh_next_turn resolves in the next turn), so that what the one before
-// it queued (ticks, promise jobs) has run first, as it had. A timer that fired and a reply that came
+// it queued has run first, as it had. A timer that fired and a reply that came
 // wait here: their timer may fire later, their reply come sooner, than they
 // did. Once the record is exhausted, what is still held runs in the order
 // it came, reported as the run's live events from then on.
@@ -52,6 +60,8 @@
   const heldReplies = new p.Map();
   /** A turn of the event loop is asked for to run the next held event. */
   let turnAsked = false;
+  /** The turn of the event loop (op_dsh_turn) in which an event last ran. */
+  let lastEventTurn = -1;
   let timers = 0;
 
   const words = new p.Uint32Array(2);
@@ -64,19 +74,27 @@
 
   /**
    * A timer's callback, numbered now (when the timer is made): what the
-   * runtime's timer calls when it fires.
+   * runtime's timer calls when it fires. `live()` says whether the timer
+   * may still run its callback: one cleared after it fired, while its
+   * firing was held, never runs it (as in Node, where clearing a timer
+   * that has not run stops it), so that firing is dropped, not reported.
    */
-  function ordered(fire) {
+  function ordered(fire, live) {
     const number = ++timers;
     return () => {
+      if (!live()) return;
       if (!holding()) {
+        // deno_core runs every promise job queued before a timer fires
+        // (between two timers, and before its timers' turn), so a live
+        // timer runs as a replayed one would.
+        lastEventTurn = ops.op_dsh_turn();
         words[0] = TIMER_FIRED;
         words[1] = number;
         ops.op_dsh_events(words);
         fire();
         return;
       }
-      const event = { __proto__: null, timer: number, fire, done: false };
+      const event = { __proto__: null, timer: number, fire, live, done: false };
       p.ArrayPrototypePush(held, event);
       const list = p.MapPrototypeGet(heldTimers, number);
       if (list === undefined) p.MapPrototypeSet(heldTimers, number, { __proto__: null, events: [event], next: 0 });
@@ -90,17 +108,26 @@
    * k-th its answer.
    */
   function replies(ids, answer) {
-    if (!holding()) {
-      report(ids);
-      for (let k = 0; k < ids.length; k++) answer(k);
-      return;
+    let live = !holding();
+    if (live) {
+      // Replies come in a promise job, which may run before the jobs of an
+      // event in the same turn (a timer that fired, other replies) have:
+      // they then wait for the next turn, as they would replayed.
+      const turn = ops.op_dsh_turn();
+      if (turn !== lastEventTurn) {
+        lastEventTurn = turn;
+        report(ids);
+        for (let k = 0; k < ids.length; k++) answer(k);
+        return;
+      }
     }
     for (let k = 0; k < ids.length; k++) {
       const event = { __proto__: null, timer: 0, id: ids[k], fire: () => answer(k), done: false };
       p.ArrayPrototypePush(held, event);
       p.MapPrototypeSet(heldReplies, ids[k], event);
     }
-    advance();
+    if (live) askTurn();
+    else advance();
   }
 
   /** Report a batch of replies: its count, then its call ids. */
@@ -119,7 +146,12 @@
     if (turnAsked) return;
     const next = at < recorded.length ? recordedNext() : heldNext();
     if (next === undefined) return;
+    lastEventTurn = ops.op_dsh_turn();
     next();
+    askTurn();
+  }
+  function askTurn() {
+    if (turnAsked) return;
     turnAsked = true;
     p.PromisePrototypeThen(ops.op_dsh_next_turn(), afterTurn);
   }
@@ -127,6 +159,8 @@
     turnAsked = false;
     if (holding()) advance();
   };
+
+  const noop = () => {};
 
   /** The recorded next event, taken off what is held, if it came. */
   function recordedNext() {
@@ -137,7 +171,9 @@
       const event = list.events[list.next++];
       event.done = true;
       at += 2;
-      return event.fire;
+      forgetIfRun(recorded[at - 1], list);
+      // Cleared before its recorded turn, it does nothing, as in Node.
+      return event.live() ? event.fire : noop;
     }
     const batch = [];
     for (let k = 1; k <= head; k++) {
@@ -157,10 +193,11 @@
 
   /**
    * Past the record: the first held event that has not run, reported as
-   * live (consecutive replies as one batch, as they came).
+   * live (consecutive replies as one batch, as they came). A held firing
+   * of a timer cleared since is dropped.
    */
   function heldNext() {
-    while (heldAt < held.length && held[heldAt].done) heldAt++;
+    while (heldAt < held.length && (held[heldAt].done || dropped(held[heldAt]))) heldAt++;
     if (heldAt === held.length) {
       held = [];
       heldAt = 0;
@@ -170,7 +207,9 @@
     first.done = true;
     if (first.timer !== 0) {
       // The first of its timer's firings still held: they came in this order.
-      p.MapPrototypeGet(heldTimers, first.timer).next++;
+      const list = p.MapPrototypeGet(heldTimers, first.timer);
+      list.next++;
+      forgetIfRun(first.timer, list);
       return () => {
         words[0] = TIMER_FIRED;
         words[1] = first.timer;
@@ -190,6 +229,21 @@
       report(ids);
       for (let k = 0; k < batch.length; k++) batch[k].fire();
     };
+  }
+
+  /** Whether `event`, held, is a firing of a timer cleared since: if so it is taken off. */
+  function dropped(event) {
+    if (event.timer === 0 || event.live()) return false;
+    event.done = true;
+    const list = p.MapPrototypeGet(heldTimers, event.timer);
+    list.next++;
+    forgetIfRun(event.timer, list);
+    return true;
+  }
+
+  /** A timer's held firings, forgotten once each has run or been dropped. */
+  function forgetIfRun(number, list) {
+    if (list.next === list.events.length) p.MapPrototypeDelete(heldTimers, number);
   }
 
   provide("eventOrder", { __proto__: null, ordered, replies });

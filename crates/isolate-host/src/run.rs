@@ -116,6 +116,8 @@ struct RunHost {
   /// Calls and log entries this execution has still to make again before
   /// its history is made (`None` once it is, or for a first execution).
   replay_left: Cell<Option<(u32, u32)>>,
+  /// The event loop's turns so far: `drive` counts each poll of it.
+  turns: Rc<Cell<u32>>,
 }
 
 impl RunHost {
@@ -276,6 +278,10 @@ impl SandboxHost for RunHost {
     }
   }
 
+  fn turn(&self) -> u32 {
+    self.turns.get()
+  }
+
   fn external_memory_used(&self) -> f64 {
     self.external_memory.used() as f64
   }
@@ -394,6 +400,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
     cpu_reported: Cell::new(job.recorded.as_ref().map_or(0.0, |recorded| recorded.end.cpu_us)),
     cpu_read_at: Cell::new(Instant::now()),
     replay_left: Cell::new(None),
+    turns: Rc::new(Cell::new(0)),
   });
   // The budget carries what the history's end says was spent (main.rs);
   // making the history again is not charged until it is made.
@@ -429,7 +436,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
       tokio::select! {
         biased;
         _ = control.stopped() => None,
-        result = drive(isolate, promise, control) => result.err().map(|error| event_loop_failure(&error)),
+        result = drive(isolate, promise, control, &host.turns) => result.err().map(|error| event_loop_failure(&error)),
       }
     }
   };
@@ -480,8 +487,10 @@ async fn drive(
   isolate: &mut PreparedIsolate,
   promise: v8::Global<v8::Value>,
   control: &RunControl,
+  turns: &Cell<u32>,
 ) -> Result<(), deno_core::error::CoreError> {
-  let settled = isolate.runtime.resolve(promise);
+  let mut settled = std::pin::pin!(isolate.runtime.resolve(promise));
+  turns.set(turns.get().wrapping_add(1));
   let first = std::future::poll_fn(|cx| {
     std::task::Poll::Ready(isolate.runtime.poll_event_loop(cx, PollEventLoopOptions::default()))
   })
@@ -500,7 +509,24 @@ async fn drive(
     // Never throws: each callback is guarded, and a throw fails the run.
     let _ = release.call(scope, undefined, &[]);
   }
-  isolate.runtime.with_event_loop_promise(settled, PollEventLoopOptions::default()).await.map(|_| ())
+  // JsRuntime::with_event_loop_promise, each poll of the event loop
+  // counted as a turn.
+  let runtime = &mut isolate.runtime;
+  std::future::poll_fn(|cx| {
+    if let std::task::Poll::Ready(result) = std::future::Future::poll(settled.as_mut(), cx) {
+      return std::task::Poll::Ready(result.map(|_| ()).map_err(Into::into));
+    }
+    turns.set(turns.get().wrapping_add(1));
+    if let std::task::Poll::Ready(result) = runtime.poll_event_loop(cx, PollEventLoopOptions::default()) {
+      result?;
+      if let std::task::Poll::Ready(result) = std::future::Future::poll(settled.as_mut(), cx) {
+        return std::task::Poll::Ready(result.map(|_| ()).map_err(Into::into));
+      }
+      return std::task::Poll::Ready(Err(deno_core::error::CoreErrorKind::PendingPromiseResolution.into_box()));
+    }
+    std::task::Poll::Pending
+  })
+  .await
 }
 
 /// Why the event loop ended without the program settling.

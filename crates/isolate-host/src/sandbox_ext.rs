@@ -168,6 +168,8 @@ pub trait SandboxHost {
   fn recorded_order(&self) -> Vec<u32>;
   /// Events that reached the program live, in that order's words.
   fn events(&self, events: &[u32]);
+  /// The event loop's turn now (see `op_dsh_turn`).
+  fn turn(&self) -> u32;
   /// Bytes the run's external-memory account counts now
   /// (`process.memoryUsage().external`).
   fn external_memory_used(&self) -> f64;
@@ -407,6 +409,14 @@ fn op_dsh_recorded_order(state: &mut OpState) -> Result<Vec<u32>, JsErrorBox> {
   Ok(host(state)?.recorded_order())
 }
 
+/// The event loop's turn now, counted from the run's start: every promise
+/// job queued in an earlier turn has run (js/17_event_order.js runs a live
+/// batch of replies at once only in a turn in which no other event ran).
+#[op2(fast)]
+fn op_dsh_turn(state: &mut OpState) -> Result<u32, JsErrorBox> {
+  Ok(host(state)?.turn())
+}
+
 /// Resolves in the event loop's next turn, after what this turn queued
 /// (ticks, promise jobs) has run: js/17_event_order.js runs one replayed
 /// event per turn.
@@ -644,6 +654,7 @@ deno_core::extension!(
     op_dsh_memory_usage,
     op_dsh_recorded_order,
     op_dsh_events,
+    op_dsh_turn,
     op_dsh_next_turn,
     op_dsh_random,
     op_dsh_url_parse,
