@@ -36,9 +36,9 @@
  * again. The other races, and every interleaving of timers with replies,
  * are left to real time.
  *
- * Still left out: clocks (determinism.test.ts), and what V8 itself times
- * (Atomics.waitAsync's timeout, FinalizationRegistry), which no history
- * holds (reexecution.test.ts).
+ * Still left out: clocks (determinism.test.ts), Atomics.waitAsync
+ * (reexecution.test.ts), and what no history holds (garbage collection,
+ * stack depth: reexecution.test.ts).
  */
 import { isDeepStrictEqual } from 'node:util'
 import type { CodeRunResult } from '@deepseek-ai/dsh-code-runtime'

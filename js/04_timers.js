@@ -7,7 +7,7 @@
 // (13_node_errors.js), eventOrder (17_event_order.js) and run
 // (99_bootstrap.js), which load later.
 // Provides timers: { holdCallbacks, releaseCallbacks, queueTask, setTimer,
-// setWakeUp, followNodeLine(host), globals }.
+// followNodeLine(host), globals }.
 "use strict";
 
 ((globalThis) => {
@@ -89,21 +89,16 @@
     // Bumped by refresh and clear: a callback that fell due before either,
     // but was held (see `held`), no longer runs.
     #changes = 0;
-    // Whether its firings go through the run's order of events: every
-    // timer whose callback is the program's (a wake-up that runs none of
-    // its code need not wait for its turn in a re-execution).
-    #ordered;
-    constructor(run, delay, repeat, isOrdered) {
+    constructor(run, delay, repeat) {
       this.#id = nextTimerId++;
       this.#run = run;
       this.#delay = delay;
       this.#repeat = repeat;
-      this.#ordered = isOrdered;
       this.#arm();
     }
     #arm() {
       const due = () => this.#due();
-      this.#timer = core.createTimer(this.#ordered ? ordered(due, () => !this.#cleared) : due, this.#delay, undefined, this.#repeat, this.#refed, false);
+      this.#timer = core.createTimer(ordered(due, () => !this.#cleared), this.#delay, undefined, this.#repeat, this.#refed, false);
       p.MapPrototypeSet(timers, this.#id, this);
     }
     #due() {
@@ -168,10 +163,10 @@
   const clearTimer = Timeout.clear;
   delete Timeout.clear;
 
-  function schedule(callback, delay, args, repeat, isOrdered = true) {
+  function schedule(callback, delay, args, repeat) {
     if (typeof callback !== "function") throw registry.nodeErrors.invalidArgType("callback", "Function", callback);
     const ms = +delay;
-    return new Timeout(guarded(callback, args), ms >= 1 ? ms : 1, repeat, isOrdered);
+    return new Timeout(guarded(callback, args), ms >= 1 ? ms : 1, repeat);
   }
   /** Clear by Timeout or by its id (a number, or its string), as Node does. */
   function clear(handle) {
@@ -323,13 +318,11 @@
     holdCallbacks,
     releaseCallbacks,
     queueTask,
-    /** A timer for the sandbox's own APIs (AbortSignal.timeout). */
-    setTimer: (callback, delay) => schedule(callback, delay, [], false),
     /**
-     * A timer that only keeps the run awake (its callback runs none of the
-     * program's code), outside the run's order of events.
+     * A timer for the sandbox's own APIs (AbortSignal.timeout,
+     * Atomics.waitAsync's timeouts).
      */
-    setWakeUp: (callback, delay) => schedule(callback, delay, [], false, false),
+    setTimer: (callback, delay) => schedule(callback, delay, [], false),
     followNodeLine(host) {
       spentIsUndefined = host.nodeMajor >= 24;
     },

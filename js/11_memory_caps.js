@@ -26,7 +26,7 @@
 // constructors keep subclassing through `new.target` and the TypeError of
 // a call without `new`.
 //
-// Takes: primordials, native (ops), builtinProxies, timers (setWakeUp).
+// Takes: primordials, native (ops), builtinProxies.
 // Provides memoryCaps: { checkedBuffers, capSharedArrayBuffer,
 // sharedArrayBuffer }.
 "use strict";
@@ -36,7 +36,6 @@
     primordials: p,
     native: { ops },
     builtinProxies: { replace, wrapCalls },
-    timers: { setWakeUp },
     provide,
   } = globalThis.__dsh;
   const { Proxy, RangeError, ReflectApply, ReflectConstruct, ObjectGetOwnPropertyDescriptor } = p;
@@ -137,39 +136,6 @@
   }
   checkedMethod(p.IntlSegmenterPrototype, "segment", checkedIcu);
   checkedMethod(p.IntlSegmentsPrototype, p.SymbolIterator, checkedIcu);
-
-  // An asynchronous Atomics.waitAsync is a native waiter (and, with a
-  // timeout, a native timer task) until it settles; its promise is held by
-  // the waiter until then, so charging until the promise is collected
-  // covers the waiter's life (measured: ~800 B a call outside the heap).
-  const WAITER_BYTES = 1024;
-  const Atomics = globalThis.Atomics;
-  wrapCalls(Atomics, "waitAsync", (target, receiver, args) => {
-    const result = ReflectApply(target, receiver, args);
-    if (result.async === true) {
-      chargedUntilCollected(result.value, WAITER_BYTES);
-      // V8 times a waiter out from a delayed platform task, which the event
-      // loop does not count as pending work: without this timer the run
-      // would end as "can never settle" instead of resolving "timed-out".
-      // The timer wakes the loop just after the timeout, then each
-      // millisecond until V8's task has run (the two clocks need not
-      // agree to the millisecond), and goes as soon as the wait settles.
-      const timeout = +args[3];
-      if (timeout >= 0 && timeout < Infinity) {
-        let settled = false;
-        let timer;
-        const keepAwake = () => {
-          if (!settled) timer = setWakeUp(keepAwake, 1);
-        };
-        timer = setWakeUp(keepAwake, p.MathCeil(timeout) + 1);
-        p.PromisePrototypeThen(result.value, () => {
-          settled = true;
-          timer.close();
-        });
-      }
-    }
-    return result;
-  });
 
   // JSON.parse holds native memory per nesting level before it makes
   // anything on the heap (op_dsh_json_nesting_admitted). Texts shorter

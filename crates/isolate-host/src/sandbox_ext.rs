@@ -690,6 +690,7 @@ deno_core::extension!(
     "15_random.js",
     "16_clock.js",
     "17_event_order.js",
+    "18_atomics_wait.js",
     "99_bootstrap.js",
   ],
   // Built-in ops a program has no business reaching, disabled even though
