@@ -374,6 +374,28 @@ describe('a run executed again sees its timers and replies in the recorded order
     await healthy()
   })
 
+  it.each([
+    ['setInterval', `new Promise((resolve) => { let n = 0; const i = setInterval(() => { if (++n === 20) { clearInterval(i); resolve('timer') } }, ${RACE_MS / 20}) })`],
+    ['setImmediate', `new Promise((resolve) => setTimeout(() => setImmediate(() => resolve('timer')), ${RACE_MS}))`],
+    ['AbortSignal.timeout', `new Promise((resolve) => AbortSignal.timeout(${RACE_MS}).addEventListener('abort', () => resolve('timer')))`],
+  ])('%s racing a reply, an interval ticking meanwhile: the winner and the ticks are the recorded ones', async (_, racer) => {
+    const { settled, holdCalls, parkedWith } = await raceAcrossAHostDeath(
+      `let ticks = 0
+       const ticking = setInterval(() => ticks++, 10)
+       const winner = await Promise.race([tools.hold({}).then(() => 'reply'), ${racer}])
+       clearInterval(ticking)
+       console.log(winner + ' ' + ticks)
+       await tools.park({ winner, ticks })
+       return ticks`,
+      false,
+    )
+    const ticks = settled.value as number
+    expect(ticks).toBeGreaterThan(0)
+    expect(settled).toEqual({ logs: [`timer ${ticks}`], value: ticks })
+    expect([holdCalls, parkedWith]).toEqual([1, [{ winner: 'timer', ticks }]])
+    await healthy()
+  })
+
   it("Atomics.waitAsync's timeout racing a reply, and the waiters notify then finds", async () => {
     // The wait times out first; executed again, its timeout (a timer of the
     // run: js/18_atomics_wait.js) keeps its recorded place, so `notify`
