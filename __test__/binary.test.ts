@@ -1,8 +1,10 @@
 /**
- * The addon links its own V8 beside Node's: nothing but the napi entry
- * points may be exported from the .node file, or a V8 call could bind to
- * Node's copy (docs/ARCHITECTURE.md, "Engine hazards"). And it must stay mapped for the life of the
- * process (-z nodelete).
+ * The addon runs no engine of its own (programs run in isolate hosts), and
+ * exports nothing but the napi entry point: were a V8 ever linked in
+ * through a dependency, none of its symbols could bind to Node's copy, or
+ * Node's to it (docs/ARCHITECTURE.md, "Engine hazards"). And it stays
+ * mapped for the life of the process (-z nodelete): its threads (the
+ * supervisor's, the hosts' readers) outlive any call into it.
  */
 import { execFileSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'

@@ -20,7 +20,7 @@
 //! thread and process wake-ups of each round trip, not by work. Both ends
 //! therefore wait briefly, awake, for the other's next message before they
 //! sleep: the reply pump here for the reply ([`SPIN_BEFORE_PARK`]), the
-//! harness for the next call (the addon's `HostSpin`). While they wait,
+//! harness for the next call (`src/host_calls.rs`'s `HostSpin`). While they wait,
 //! each takes the message it waits for off the channel itself
 //! (`dsh_protocol::inbox`), so no sleeping reader has to be woken first.
 //!

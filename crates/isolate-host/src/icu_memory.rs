@@ -61,12 +61,12 @@ thread_local! {
 pub fn install() -> Result<(), String> {
   let mut status = 0i32;
   // SAFETY: called once, before V8 (the only user of this ICU copy, which
-  // is linked privately into the addon) has made any ICU call; the
+  // is linked privately into the isolate host) has made any ICU call; the
   // callbacks are plain functions valid for the life of the process.
   unsafe { u_setMemoryFunctions_77(std::ptr::null(), Some(alloc), Some(realloc), Some(free), &mut status) };
   // U_ZERO_ERROR is 0; warnings are negative, failures positive.
   if status > 0 {
-    return Err(format!("ICU refused the addon's allocator (UErrorCode {status})"));
+    return Err(format!("ICU refused the isolate host's allocator (UErrorCode {status})"));
   }
   Ok(())
 }

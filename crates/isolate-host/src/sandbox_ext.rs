@@ -1,6 +1,6 @@
 //! The deno_core extension that is a program's only door to the host.
 //!
-//! This file is compiled twice: into the addon, and into `build.rs`, which
+//! This file is compiled twice: into the isolate host, and into `build.rs`, which
 //! bakes the extension's JS (`js/*.js`) into the startup snapshot. It must
 //! therefore depend on nothing but deno_core, deno_error, serde, libc and url: every op
 //! delegates to the [`SandboxHost`] that the run puts into the `OpState`.

@@ -1,4 +1,4 @@
-//! The budget watchdog: one thread per runtime that enforces each live
+//! The budget watchdog: one thread per isolate host that enforces each live
 //! run's wall-clock ceiling and CPU budget from OUTSIDE the isolate, so a
 //! synchronous `for (;;) {}` is stopped as surely as a slow await. What a
 //! run has used is its [`RunBudget`]'s to say; the runs are the host's
