@@ -148,7 +148,8 @@
     if (next === undefined) return;
     lastEventTurn = ops.op_dsh_turn();
     next();
-    askTurn();
+    // The next held event runs in a later turn; with none, nothing waits.
+    if (holding()) askTurn();
   }
   function askTurn() {
     if (turnAsked) return;
