@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 use crate::lock::lock;
 
 /// Why a run was stopped (defined with the failure each reason reports).
-pub use dsh_protocol::failure::StopReason;
+use dsh_protocol::failure::StopReason;
 
 /// The shared stop switch of one run.
 #[derive(Default)]

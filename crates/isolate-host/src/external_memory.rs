@@ -38,9 +38,10 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use deno_core::v8;
 
-use crate::control::{RunControl, StopReason};
+use crate::control::RunControl;
 use crate::lock::lock;
 use crate::sandbox_ext::{set_call_memory, CallMemory, HeldMemory};
+use dsh_protocol::failure::StopReason;
 
 /// Per-isolate accounting of memory held outside the V8 heap.
 pub struct ExternalMemory {

@@ -33,5 +33,4 @@ pub mod scheduler;
 pub mod transpile;
 mod watchdog;
 
-pub use control::StopReason;
 pub use dsh_protocol::{bindings_descriptor, config, ledger, lock};

@@ -17,9 +17,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::budget::Phase;
-use crate::control::StopReason;
 use crate::live_runs::LiveRuns;
 use crate::lock::lock;
+use dsh_protocol::failure::StopReason;
 
 struct Shared {
   /// Set when the watchdog is to stop.
