@@ -38,7 +38,7 @@
  *
  * Still left out: clocks (determinism.test.ts), Atomics.waitAsync
  * (reexecution.test.ts), and what no history holds (garbage collection,
- * stack depth: reexecution.test.ts).
+ * the stack a callback runs on: reexecution.test.ts).
  */
 import { isDeepStrictEqual } from 'node:util'
 import type { CodeRunResult } from '@deepseek-ai/dsh-code-runtime'

@@ -425,22 +425,19 @@ describe('a run executed again that is not the run its history records fails, sa
   // Atomics.waitAsync's timeouts are the same in every execution (the
   // history holds them: determinism.test.ts and the tests above). What it
   // does not hold: when garbage collection runs a FinalizationRegistry's
-  // callbacks, and how deep the stack stands when a timer's callback runs.
-  // A timer that fires live runs its callback from deno_core's timer
-  // phase; one replayed, from the order of events (17_event_order.js),
-  // frames deeper. So a recursion in a timer's callback overflows the
-  // stack at another depth: the program shows the world that depth (in a
-  // log line, a call's argument, a branch), and executed again shows it
-  // another. Each test also calls `hold`, left unanswered until `park` is
-  // called (raceAcrossAHostDeath). Should the depth come out the same,
-  // these tests must take their difference from another source.
+  // callbacks, and the stack a timer's callback runs on. A timer that
+  // fires live runs its callback straight from deno_core's timer phase;
+  // one replayed, through the order of events' `advance`
+  // (17_event_order.js), which a live one never passes. So the stack trace
+  // of an error made in a timer's callback names other frames: the program
+  // shows the world that trace (in a log line, a call's argument), and
+  // executed again shows it another. Each test also calls `hold`, left
+  // unanswered until `park` is called (raceAcrossAHostDeath). Should the
+  // two paths come to name the same frames, these tests must take their
+  // difference from another source.
   const RACE = `tools.hold({})
-     const winner = await new Promise((resolve) => setTimeout(() => {
-       let depth = 0
-       const deeper = () => { depth++; deeper() }
-       try { deeper() } catch {}
-       resolve('depth ' + depth)
-     }, 1))`
+     Error.stackTraceLimit = Infinity
+     const winner = await new Promise((resolve) => setTimeout(() => resolve(new Error().stack), 1))`
 
   it('a log line that is not the recorded one', async () => {
     const { settled, holdCalls, parkedWith } = await raceAcrossAHostDeath(
@@ -451,7 +448,7 @@ describe('a run executed again that is not the run its history records fails, sa
       true,
     )
     expect(settled).toEqual({
-      logs: [expect.stringMatching(/^depth \d+$/)],
+      logs: [expect.stringMatching(/^Error\n/)],
       error: { kind: 'worker-exit', message: diverged('its log entry number 1 is not the recorded one') },
     })
     expect([holdCalls, parkedWith]).toEqual([1, [{}]])
@@ -469,8 +466,8 @@ describe('a run executed again that is not the run its history records fails, sa
       logs: [],
       error: { kind: 'worker-exit', message: diverged('its call number 2 is not the recorded one') },
     })
-    // The call that diverged (`park` told another depth) never reached the tool.
-    expect([holdCalls, parkedWith]).toEqual([1, [{ winner: expect.stringMatching(/^depth \d+$/) }]])
+    // The call that diverged (`park` told another stack) never reached the tool.
+    expect([holdCalls, parkedWith]).toEqual([1, [{ winner: expect.stringMatching(/^Error\n/) }]])
     await healthy()
   })
 
