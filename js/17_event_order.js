@@ -88,10 +88,7 @@
         // (between two timers, and before its timers' turn), so a live
         // timer runs as a replayed one would.
         lastEventTurn = ops.op_dsh_turn();
-        words[0] = TIMER_FIRED;
-        words[1] = number;
-        ops.op_dsh_events(words);
-        fire();
+        fireLive(number, fire);
         return;
       }
       const event = { __proto__: null, timer: number, fire, live, done: false };
@@ -108,7 +105,7 @@
    * k-th its answer.
    */
   function replies(ids, answer) {
-    let live = !holding();
+    const live = !holding();
     if (live) {
       // Replies come in a promise job, which may run before the jobs of an
       // event in the same turn (a timer that fired, other replies) have:
@@ -128,6 +125,14 @@
     }
     if (live) askTurn();
     else advance();
+  }
+
+  /** Report timer `number`'s firing, then run its callback (`fire`). */
+  function fireLive(number, fire) {
+    words[0] = TIMER_FIRED;
+    words[1] = number;
+    ops.op_dsh_events(words);
+    fire();
   }
 
   /** Report a batch of replies: its count, then its call ids. */
@@ -167,12 +172,9 @@
   function recordedNext() {
     const head = recorded[at];
     if (head === TIMER_FIRED) {
-      const list = p.MapPrototypeGet(heldTimers, recorded[at + 1]);
-      if (list === undefined || list.next === list.events.length) return undefined;
-      const event = list.events[list.next++];
-      event.done = true;
+      const event = takeFiring(recorded[at + 1]);
+      if (event === undefined) return undefined;
       at += 2;
-      forgetIfRun(recorded[at - 1], list);
       // Cleared before its recorded turn, it does nothing, as in Node.
       return event.live() ? event.fire : noop;
     }
@@ -205,18 +207,10 @@
       return undefined;
     }
     const first = held[heldAt++];
-    first.done = true;
     if (first.timer !== 0) {
       // The first of its timer's firings still held: they came in this order.
-      const list = p.MapPrototypeGet(heldTimers, first.timer);
-      list.next++;
-      forgetIfRun(first.timer, list);
-      return () => {
-        words[0] = TIMER_FIRED;
-        words[1] = first.timer;
-        ops.op_dsh_events(words);
-        first.fire();
-      };
+      takeFiring(first.timer);
+      return () => fireLive(first.timer, first.fire);
     }
     const batch = [first];
     while (heldAt < held.length && held[heldAt].timer === 0 && !held[heldAt].done) p.ArrayPrototypePush(batch, held[heldAt++]);
@@ -235,16 +229,22 @@
   /** Whether `event`, held, is a firing of a timer cleared since: if so it is taken off. */
   function dropped(event) {
     if (event.timer === 0 || event.live()) return false;
-    event.done = true;
-    const list = p.MapPrototypeGet(heldTimers, event.timer);
-    list.next++;
-    forgetIfRun(event.timer, list);
+    takeFiring(event.timer);
     return true;
   }
 
-  /** A timer's held firings, forgotten once each has run or been dropped. */
-  function forgetIfRun(number, list) {
+  /**
+   * Timer `number`'s first held firing not yet taken, taken (marked done),
+   * or undefined if none is held. A timer's firings are taken in the order
+   * they came, and its list is forgotten once each is taken.
+   */
+  function takeFiring(number) {
+    const list = p.MapPrototypeGet(heldTimers, number);
+    if (list === undefined) return undefined;
+    const event = list.events[list.next++];
+    event.done = true;
     if (list.next === list.events.length) p.MapPrototypeDelete(heldTimers, number);
+    return event;
   }
 
   provide("eventOrder", { __proto__: null, ordered, replies });

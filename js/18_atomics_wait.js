@@ -111,7 +111,7 @@
     const count = args[2] === undefined ? Infinity : p.MathMax(integer(args[2]), 0);
     const list = waitingList(typedArray, integer(index), false);
     if (list === undefined || count === 0) return 0;
-    const woken = p.ArrayPrototypeSplice(list, 0, count === Infinity ? list.length : count);
+    const woken = p.ArrayPrototypeSplice(list, 0, count);
     for (let i = 0; i < woken.length; i++) {
       const waiter = woken[i];
       if (waiter.timer !== undefined) waiter.timer.close();

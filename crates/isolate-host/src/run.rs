@@ -4,8 +4,10 @@
 //! through the ledger.
 
 use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Instant;
 
 use deno_core::{v8, PollEventLoopOptions};
@@ -490,12 +492,8 @@ async fn drive(
   turns: &Cell<u32>,
 ) -> Result<(), deno_core::error::CoreError> {
   let mut settled = std::pin::pin!(isolate.runtime.resolve(promise));
-  turns.set(turns.get().wrapping_add(1));
-  let first = std::future::poll_fn(|cx| {
-    std::task::Poll::Ready(isolate.runtime.poll_event_loop(cx, PollEventLoopOptions::default()))
-  })
-  .await;
-  if let std::task::Poll::Ready(Err(error)) = first {
+  let first = std::future::poll_fn(|cx| Poll::Ready(poll_turn(&mut isolate.runtime, turns, cx))).await;
+  if let Poll::Ready(Err(error)) = first {
     return Err(error);
   }
   if control.settled() {
@@ -513,20 +511,29 @@ async fn drive(
   // counted as a turn.
   let runtime = &mut isolate.runtime;
   std::future::poll_fn(|cx| {
-    if let std::task::Poll::Ready(result) = std::future::Future::poll(settled.as_mut(), cx) {
-      return std::task::Poll::Ready(result.map(|_| ()).map_err(Into::into));
+    if let Poll::Ready(result) = settled.as_mut().poll(cx) {
+      return Poll::Ready(result.map(drop).map_err(Into::into));
     }
-    turns.set(turns.get().wrapping_add(1));
-    if let std::task::Poll::Ready(result) = runtime.poll_event_loop(cx, PollEventLoopOptions::default()) {
-      result?;
-      if let std::task::Poll::Ready(result) = std::future::Future::poll(settled.as_mut(), cx) {
-        return std::task::Poll::Ready(result.map(|_| ()).map_err(Into::into));
-      }
-      return std::task::Poll::Ready(Err(deno_core::error::CoreErrorKind::PendingPromiseResolution.into_box()));
+    match poll_turn(runtime, turns, cx) {
+      Poll::Pending => Poll::Pending,
+      Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
+      Poll::Ready(Ok(())) => Poll::Ready(match settled.as_mut().poll(cx) {
+        Poll::Ready(result) => result.map(drop).map_err(Into::into),
+        Poll::Pending => Err(deno_core::error::CoreErrorKind::PendingPromiseResolution.into_box()),
+      }),
     }
-    std::task::Poll::Pending
   })
   .await
+}
+
+/// One poll of the run's event loop, counted as a turn (`op_dsh_turn`).
+fn poll_turn(
+  runtime: &mut deno_core::JsRuntime,
+  turns: &Cell<u32>,
+  cx: &mut std::task::Context,
+) -> Poll<Result<(), deno_core::error::CoreError>> {
+  turns.set(turns.get().wrapping_add(1));
+  runtime.poll_event_loop(cx, PollEventLoopOptions::default())
 }
 
 /// Why the event loop ended without the program settling.
