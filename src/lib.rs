@@ -13,6 +13,7 @@ mod config;
 mod config_keys;
 mod host_calls;
 mod host_process;
+mod named_thread;
 mod quarantine;
 mod run_result;
 mod supervisor;
@@ -313,13 +314,11 @@ impl NativeRuntime {
   pub fn dispose<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
     let (deferred, promise) = env.create_deferred::<(), Resolver<()>>()?;
     let core = self.core.clone();
-    std::thread::Builder::new()
-      .name("dsh-v8-dispose".into())
-      .spawn(move || {
-        core.shutdown();
-        deferred.resolve(Box::new(|_env| Ok(())));
-      })
-      .map_err(|error| Error::new(Status::GenericFailure, format!("disposal failed to start: {error}")))?;
+    named_thread::spawn("dsh-v8-dispose", move || {
+      core.shutdown();
+      deferred.resolve(Box::new(|_env| Ok(())));
+    })
+    .map_err(|error| Error::new(Status::GenericFailure, format!("disposal failed to start: {error}")))?;
     Ok(promise)
   }
 }

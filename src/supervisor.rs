@@ -424,9 +424,7 @@ impl Supervisor {
       }
     }
     let weak = Arc::downgrade(&supervisor);
-    let thread = std::thread::Builder::new()
-      .name("dsh-supervisor".into())
-      .spawn(move || supervise(&weak))
+    let thread = crate::named_thread::spawn("dsh-supervisor", move || supervise(&weak))
       .map_err(|error| format!("the supervisor thread could not start: {error}"))?;
     *lock(&supervisor.thread) = Some(thread);
     Ok(supervisor)
@@ -478,8 +476,7 @@ impl Supervisor {
     host.send(&ToHost::Configure { config: Box::new(self.settings.host_config(slot)) });
     state.slots[slot] = Slot { host: Some(host.clone()), last_heard: Some(Instant::now()), ..Slot::default() };
     let supervisor = Arc::downgrade(self);
-    let reader =
-      std::thread::Builder::new().name("dsh-host-reader".into()).spawn(move || read_host(&supervisor, &host));
+    let reader = crate::named_thread::spawn("dsh-host-reader", move || read_host(&supervisor, &host));
     match reader {
       Ok(reader) => {
         if let Some(host) = &state.slots[slot].host {
