@@ -13,7 +13,7 @@
  * oracle. Every wait is on an event (a tool called, a stats() condition,
  * the harness's own clock passing a mark).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest'
 import {
   casesProgram,
   fromNodeWorker,
@@ -66,13 +66,27 @@ async function acrossAHostDeath(
     hold: hold.fn,
   })
   const before = m.runtime.stats()
+  // Should a wait below never end, the failure says which, and how the
+  // runtime and the run stood.
+  let waitingFor = 'the first call of hold'
+  let old: number[] = []
+  let settledEarly: unknown
+  onTestFailed(() => {
+    const now = m.runtime.stats()
+    console.error('across a host death:', JSON.stringify({ waitingFor, told, holdCalls: hold.calls, old, settledEarly, before, now }))
+  })
   const result = m.run(program, { bindings })
+  void result.then((settled) => (settledEarly = settled))
   await hold.called
+  waitingFor = 'beforeKill'
   await beforeKill?.(told[0], toldAt)
   const killedAt = Date.now()
-  const old = killHosts(m)
+  old = killHosts(m)
+  waitingFor = 'the hosts replaced'
   await hostsReplaced(m, old)
+  waitingFor = 'the run re-executed'
   await until(() => m.runtime.stats().runsReexecuted === before.runsReexecuted + 1)
+  waitingFor = 'the run settled'
   hold.answer('go')
   const settled = await result
   const after = m.runtime.stats()
