@@ -119,7 +119,8 @@ export interface NativeConfig {
   maxOutputBytes: number
   /**
    * Heap cap of a program's isolate, in MiB. Reached: `worker-exit`
-   * naming the limit.
+   * naming the limit. Below what the sandbox itself holds (about 1 MiB)
+   * it means that, and a quarter more.
    */
   maxOldGenerationSizeMb: number
   /**
@@ -129,6 +130,15 @@ export interface NativeConfig {
    * in MiB. Reached: `worker-exit` naming the limit.
    */
   maxExternalMemoryMb: number
+  /**
+   * The most binding calls one run may make, counted by the harness
+   * (once each, however often the run is re-executed). The call past
+   * it reaches no host function: it rejects in the program as a failed
+   * binding call does, `tool call limit reached: ...` (the exact
+   * message: docs/CONTRACT.md §8). Recorded Code Mode runs make a few
+   * to a few dozen calls; the default admits a Promise.all of 10000.
+   */
+  maxToolCalls: number
   /**
    * Runs in flight at once, each with a thread and an isolate of its
    * own; waiting runs count (a run waiting on a tool costs memory, not

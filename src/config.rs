@@ -25,6 +25,8 @@ pub struct Checked {
   pub recycle_above_bytes: u64,
   /// What one run's history may hold, and all runs' together, in bytes.
   pub history_caps: HistoryCaps,
+  /// The most binding calls one run may make (`maxToolCalls`).
+  pub max_tool_calls: u32,
 }
 
 /// The bounds of runs' histories (`maxRunHistoryMb`, `maxHistoryMb`).
@@ -186,6 +188,8 @@ pub fn check(config: &NativeConfig, host: HostFacts) -> Result<Checked, String> 
     require_sandbox: config.require_sandbox,
     recycle_above_bytes: (config.host_max_rss_mb * 1024.0 * 1024.0) as u64,
     history_caps: HistoryCaps { per_run_mb: config.max_run_history_mb, total_mb: config.max_history_mb },
+    // Whole, positive and at most u32::MAX (its bounds): exact.
+    max_tool_calls: config.max_tool_calls as u32,
   })
 }
 

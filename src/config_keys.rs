@@ -394,6 +394,20 @@ config_keys! {
       "in MiB. Reached: `worker-exit` naming the limit.",
     ],
   },
+  max_tool_calls: f64 = Key {
+    name: "maxToolCalls",
+    description: "binding calls one run may make",
+    kind: Kind::Whole { min: Min::Positive, max: Max::Const(MAX_COUNT) },
+    default: DefaultValue::Number(10_000.0),
+    doc: [
+      "The most binding calls one run may make, counted by the harness",
+      "(once each, however often the run is re-executed). The call past",
+      "it reaches no host function: it rejects in the program as a failed",
+      "binding call does, `tool call limit reached: ...` (the exact",
+      "message: docs/CONTRACT.md §8). Recorded Code Mode runs make a few",
+      "to a few dozen calls; the default admits a Promise.all of 10000.",
+    ],
+  },
   max_concurrent_runs: f64 = Key {
     name: "maxConcurrentRuns",
     description: "runs in flight at once, waiting ones included",

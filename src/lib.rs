@@ -205,6 +205,7 @@ impl NativeRuntime {
       require_sandbox: checked.require_sandbox,
       recycle_above_bytes: checked.recycle_above_bytes,
       history_caps: checked.history_caps,
+      max_tool_calls: checked.max_tool_calls,
     };
     let supervisor =
       Supervisor::start(settings, calls.clone()).map_err(|message| Error::new(Status::GenericFailure, message))?;

@@ -123,6 +123,8 @@ pub struct Settings {
   pub recycle_above_bytes: u64,
   /// What runs' histories may hold (`maxRunHistoryMb`, `maxHistoryMb`).
   pub history_caps: HistoryCaps,
+  /// The most binding calls one run may make (`maxToolCalls`).
+  pub max_tool_calls: u32,
 }
 
 impl Settings {
@@ -200,6 +202,7 @@ impl RunRecord {
   fn new(
     deliver: Deliver,
     max_output_bytes: u64,
+    max_calls: u32,
     seed: RunSeed,
     program: String,
     bindings_json: String,
@@ -213,7 +216,7 @@ impl RunRecord {
       aborted: None,
       hosts_lost: 0,
       placements_lost: 0,
-      history: RunHistory::default(),
+      history: RunHistory::new(max_calls),
       history_counted: 0,
       history_over: None,
       lost_host: None,
@@ -514,7 +517,15 @@ impl Supervisor {
       return Err(queue_full());
     }
     let deadline = Instant::now() + Duration::from_secs_f64(config.max_wall_ms / 1000.0);
-    let mut record = RunRecord::new(deliver, config.max_output_bytes, fresh_seed()?, program, bindings_json, deadline);
+    let mut record = RunRecord::new(
+      deliver,
+      config.max_output_bytes,
+      self.settings.max_tool_calls,
+      fresh_seed()?,
+      program,
+      bindings_json,
+      deadline,
+    );
     record.alone = state.quarantine.holds(&record.program, Instant::now());
     let alone = record.alone;
     state.runs.insert(run_id, record);
@@ -1660,6 +1671,7 @@ while read_frame()[0] != 6:
       require_sandbox: false,
       recycle_above_bytes: u64::MAX,
       history_caps: HistoryCaps { per_run_mb: 64.0, total_mb: 1024.0 },
+      max_tool_calls: u32::MAX,
     }
   }
 
@@ -1759,7 +1771,7 @@ while read_frame()[0] != 6:
 
   fn record() -> RunRecord {
     let mut record =
-      RunRecord::new(Box::new(|_| {}), 1 << 20, [0; 4], "return 1".into(), String::new(), Instant::now());
+      RunRecord::new(Box::new(|_| {}), 1 << 20, u32::MAX, [0; 4], "return 1".into(), String::new(), Instant::now());
     (record.host, record.started) = (Some(1), true);
     record
   }

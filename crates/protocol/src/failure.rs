@@ -112,6 +112,15 @@ fn host_ended(end: &str, loss: &HostLoss) -> String {
   }
 }
 
+/// The rejection of a binding call past `maxToolCalls` (`max`): the reply
+/// the program's call gets, a JSON string literal of the message the
+/// program's error carries (docs/CONTRACT.md §8).
+pub fn tool_calls_over(max: u32) -> String {
+  let message =
+    format!("tool call limit reached: the run already made maxToolCalls ({max}) binding calls; this call was not made");
+  serde_json::to_string(&message).unwrap_or_default()
+}
+
 /// A number as JavaScript's `String(value)` writes it (a config's values
 /// are the user's JS numbers, and messages name them as the user wrote
 /// them: `1e-7`, not Rust's `0.0000001`).
@@ -190,5 +199,15 @@ mod tests {
     for (stop, kind, text) in cases {
       assert_eq!(message(&stop, &config), (kind, text.to_owned()));
     }
+  }
+
+  /// The reply to a call past the cap is the JSON string of the message
+  /// docs/CONTRACT.md §8 gives.
+  #[test]
+  fn a_call_past_the_cap_is_rejected_naming_it() {
+    assert_eq!(
+      tool_calls_over(1000),
+      "\"tool call limit reached: the run already made maxToolCalls (1000) binding calls; this call was not made\""
+    );
   }
 }

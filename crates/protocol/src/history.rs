@@ -38,6 +38,7 @@
 
 use std::fmt;
 
+use crate::failure::tool_calls_over;
 use crate::frame::{HostCall, ReplyKind};
 use crate::ledger::OutputLedger;
 use crate::out_of_band::RawString;
@@ -191,8 +192,11 @@ pub struct HistoryEnd {
 }
 
 /// A run's history (see the module doc).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RunHistory {
+  /// The most calls the run may make (`maxToolCalls`): a call past them
+  /// is answered with a rejection here, and never reaches a tool.
+  max_calls: u32,
   calls: Vec<RecordedCall>,
   readings: Readings,
   /// The most CPU its executions reported (`HistoryEnd::cpu_us`).
@@ -210,6 +214,26 @@ pub struct RunHistory {
 const CALL_RECORD_BYTES: u64 = std::mem::size_of::<RecordedCall>() as u64;
 
 impl RunHistory {
+  /// The history of a run that may make `max_calls` calls.
+  pub fn new(max_calls: u32) -> RunHistory {
+    RunHistory {
+      max_calls,
+      calls: Vec::new(),
+      readings: Readings::default(),
+      cpu_us: 0.0,
+      bytes: 0,
+      given_up: false,
+      reexecutions: 0,
+      current: Execution::default(),
+    }
+  }
+
+  /// Calls the current execution has made, those refused at the cap
+  /// included.
+  pub fn calls_made(&self) -> u32 {
+    self.current.calls
+  }
+
   /// The bytes it holds: what counts against its cap.
   pub fn bytes(&self) -> u64 {
     self.bytes
@@ -257,6 +281,11 @@ impl RunHistory {
       return (CallVerdict::Violation(why), 0);
     }
     self.current.calls += 1;
+    // Past the cap, every execution is refused alike (ids are the same in
+    // each): nothing to record, and no tool called.
+    if call.call_id >= self.max_calls {
+      return (CallVerdict::Answer(ReplyKind::Reject, tool_calls_over(self.max_calls)), 0);
+    }
     if self.given_up {
       return (CallVerdict::Call, 0);
     }
@@ -393,7 +422,7 @@ mod tests {
   /// the call in flight, and goes on live after it.
   #[test]
   fn a_reexecution_is_answered_from_the_history_then_goes_on_live() {
-    let mut history = RunHistory::default();
+    let mut history = RunHistory::new(u32::MAX);
     let mut ledger = OutputLedger::new(1 << 20);
     assert_eq!(record(&mut history, &call(0, "[1]")).0, CallVerdict::Call);
     assert!(history.waiting_on_a_tool());
@@ -426,7 +455,7 @@ mod tests {
   /// in the history, and answers the call when it is made.
   #[test]
   fn a_reply_between_executions_waits_for_its_call() {
-    let mut history = RunHistory::default();
+    let mut history = RunHistory::new(u32::MAX);
     record(&mut history, &call(0, "[]"));
     history.begin_reexecution();
     assert_eq!(history.reply(0, ReplyKind::Json, "1".into()), ReplyVerdict::Held { send: false, grew: 1 });
@@ -435,7 +464,7 @@ mod tests {
 
   #[test]
   fn what_differs_is_a_divergence_never_an_answer() {
-    let mut history = RunHistory::default();
+    let mut history = RunHistory::new(u32::MAX);
     let ledger = {
       let mut ledger = OutputLedger::new(1 << 20);
       ledger.admit(&units("a"));
@@ -471,7 +500,7 @@ mod tests {
   /// entries and the most CPU any execution reported.
   #[test]
   fn the_end_of_a_history_counts_its_calls_logs_and_cpu() {
-    let mut history = RunHistory::default();
+    let mut history = RunHistory::new(u32::MAX);
     let mut ledger = OutputLedger::new(1 << 20);
     record(&mut history, &call(0, "[]"));
     history.log(&units("a"), &ledger);
@@ -484,9 +513,39 @@ mod tests {
     assert_eq!(history.end(&ledger), HistoryEnd::default());
   }
 
+  /// Past `maxToolCalls`, a call is refused here in every execution: no
+  /// tool is called, nothing is recorded, and a re-execution is refused
+  /// the same call alike; its history's calls are answered as before.
+  #[test]
+  fn a_call_past_the_cap_is_refused_in_every_execution() {
+    let refused = CallVerdict::Answer(ReplyKind::Reject, crate::failure::tool_calls_over(2));
+    let mut history = RunHistory::new(2);
+    assert_eq!(record(&mut history, &call(0, "[]")).0, CallVerdict::Call);
+    history.reply(0, ReplyKind::Json, "0".into());
+    assert_eq!(record(&mut history, &call(1, "[]")).0, CallVerdict::Call);
+    history.reply(1, ReplyKind::Json, "1".into());
+    assert_eq!(record(&mut history, &call(2, "[]")), (refused, 0));
+    assert_eq!(
+      record(&mut history, &call(3, "[9]")).0,
+      CallVerdict::Answer(ReplyKind::Reject, crate::failure::tool_calls_over(2))
+    );
+    assert!(!history.waiting_on_a_tool());
+    assert_eq!(history.calls_made(), 4);
+    let ledger = OutputLedger::new(1 << 20);
+    assert_eq!(history.end(&ledger).calls, 2);
+    history.begin_reexecution();
+    assert_eq!(record(&mut history, &call(0, "[]")).0, CallVerdict::Answer(ReplyKind::Json, "0".into()));
+    assert_eq!(record(&mut history, &call(1, "[]")).0, CallVerdict::Answer(ReplyKind::Json, "1".into()));
+    assert_eq!(
+      record(&mut history, &call(2, "[]")).0,
+      CallVerdict::Answer(ReplyKind::Reject, crate::failure::tool_calls_over(2))
+    );
+    assert_eq!(history.bytes(), 2 * CALL_RECORD_BYTES + 2);
+  }
+
   #[test]
   fn a_call_id_other_than_the_next_is_a_violation() {
-    let mut history = RunHistory::default();
+    let mut history = RunHistory::new(u32::MAX);
     record(&mut history, &call(0, "[]"));
     assert!(matches!(record(&mut history, &call(0, "[]")).0, CallVerdict::Violation(_)));
     assert!(matches!(record(&mut history, &call(2, "[]")).0, CallVerdict::Violation(_)));
@@ -495,14 +554,14 @@ mod tests {
 
   #[test]
   fn a_history_given_up_lets_its_replies_go() {
-    let mut history = RunHistory::default();
+    let mut history = RunHistory::new(u32::MAX);
     let mut readings = Readings::default();
     readings.push(crate::readings::Clock::Wall, 1.0);
     assert_eq!(history.readings(&readings), crate::readings::REPEATED_BYTES as u64);
     assert_eq!(history.give_up(), crate::readings::REPEATED_BYTES as u64);
     assert!(history.recorded_readings().is_empty());
     assert_eq!(history.readings(&readings), 0);
-    let mut history = RunHistory::default();
+    let mut history = RunHistory::new(u32::MAX);
     record(&mut history, &call(0, "[]"));
     history.reply(0, ReplyKind::Text, "x".repeat(1000));
     record(&mut history, &call(1, "[]"));
