@@ -405,7 +405,7 @@ describe('calls', () => {
     // at least the function's 100 us (2000 ms in all); charged, the run
     // would exceed the budget. (A pump spins while its replies come back
     // within its spin, as these do on a machine that is not overloaded.)
-    const tight = await mount({ computeMs: 2000 })
+    const tight = await mount({ computeMs: 2000, maxToolCalls: 20000 })
     const result = await tight.run('let s = 0; for (let i = 0; i < 20000; i++) s += await tools.echo(i); return s', {
       bindings: tools({
         echo: async (i) => {

@@ -404,8 +404,10 @@ config_keys! {
       "(once each, however often the run is re-executed). The call past",
       "it reaches no host function: it rejects in the program as a failed",
       "binding call does, `tool call limit reached: ...` (the exact",
-      "message: docs/CONTRACT.md §8). Recorded Code Mode runs make a few",
-      "to a few dozen calls; the default admits a Promise.all of 10000.",
+      "message: docs/CONTRACT.md §8). The harness's recorded Code Mode",
+      "runs make one or two calls, its runtime suite at most three: the",
+      "default stops a runaway loop over a tool while admitting a",
+      "Promise.all of 10000 calls (the bench's).",
     ],
   },
   max_concurrent_runs: f64 = Key {
