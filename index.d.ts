@@ -135,8 +135,10 @@ export interface NativeConfig {
    * (once each, however often the run is re-executed). The call past
    * it reaches no host function: it rejects in the program as a failed
    * binding call does, `tool call limit reached: ...` (the exact
-   * message: docs/CONTRACT.md §8). Recorded Code Mode runs make a few
-   * to a few dozen calls; the default admits a Promise.all of 10000.
+   * message: docs/CONTRACT.md §8). The harness's recorded Code Mode
+   * runs make one or two calls, its runtime suite at most three: the
+   * default stops a runaway loop over a tool while admitting a
+   * Promise.all of 10000 calls (the bench's).
    */
   maxToolCalls: number
   /**
@@ -250,14 +252,54 @@ export interface NativeOutcomes {
 }
 
 /**
+ * A run's figures as they cross to JS (`run_report.rs`; the TS layer adds
+ * the outcome and the wall time). Byte counts are numbers: exact up to 2^53.
+ */
+export interface NativeRunReport {
+  /** Binding calls that reached a host function, each once. */
+  calls: number
+  /** Binding calls refused at `maxToolCalls`. */
+  refusedCalls: number
+  /**
+   * Bytes of the calls' arguments as they crossed (JSON UTF-8, and long
+   * strings out of band).
+   */
+  argumentBytes: number
+  /** Bytes of the host functions' results as they crossed. */
+  resultBytes: number
+  /**
+   * Bytes of the logs as `maxOutputBytes` counts them (the JSON array:
+   * `[]` alone is 2).
+   */
+  logBytes: number
+  /** The isolate hosts' pids the run started on, in order. */
+  hostPids: Array<number>
+  /** Times the run was executed again after its host died. */
+  reexecutions: number
+  /**
+   * CPU ms charged to the program, as `computeMs` counts it; absent when
+   * no execution of it finished on its host.
+   */
+  computeMs?: number
+  /** The most its isolate's heap held, in bytes; absent likewise. */
+  peakHeapBytes?: number
+  /**
+   * The most it held outside the heap at once, in bytes, as
+   * `maxExternalMemoryMb` counts it; absent likewise.
+   */
+  peakExternalBytes?: number
+}
+
+/**
  * A finished run. `valueJson` is present iff the run completed with a
- * value; `errorKind`/`errorMessage` iff it failed.
+ * value; `errorKind`/`errorMessage` iff it failed. `report`: what it cost.
  */
 export interface NativeRunResult {
   logs: NativeLogs
   valueJson?: string
   errorKind?: string
   errorMessage?: string
+  report: NativeRunReport
 }
 
 /**

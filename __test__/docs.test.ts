@@ -65,13 +65,29 @@ describe("the README's configuration table", () => {
   })
 })
 
+describe("the README's run report table", () => {
+  it('names every field of V8CodeRunReport (lib/run-report.d.ts), in its order', () => {
+    const typings = readFileSync(join(root, 'lib', 'run-report.d.ts'), 'utf8')
+    const body = typings.slice(typings.indexOf('export interface V8CodeRunReport {'))
+    const typed = [...body.slice(0, body.indexOf('\n}')).matchAll(/^    (\w+)\??: /gm)].map((field) => field[1])
+    const readme = readFileSync(join(root, 'README.md'), 'utf8')
+    const from = readme.indexOf('### Run reports')
+    const table = readme.slice(from, readme.indexOf('\n#', from + 1))
+    // First column of each row: one figure, or several joined by ", ".
+    const named = [...table.matchAll(/^\| ((?:`\w+`(?:, )?)+) \|/gm)].flatMap((row) => [...row[1].matchAll(/`(\w+)`/g)].map((name) => name[1]))
+    expect(typed).toContain('outcome')
+    expect(named).toEqual(typed)
+  })
+})
+
 describe("the README's stats() table", () => {
   it("names every field of NativeStats (index.d.ts), in its order, and a real runtime reports no other", async () => {
     const typings = readFileSync(join(root, 'index.d.ts'), 'utf8')
     const body = typings.slice(typings.indexOf('export interface NativeStats {'))
     const typed = [...body.slice(0, body.indexOf('\n}')).matchAll(/^  (\w+)\??: /gm)].map((field) => field[1])
     const readme = readFileSync(join(root, 'README.md'), 'utf8')
-    const table = readme.slice(readme.indexOf('`runtime.stats()`'), readme.indexOf('## Isolation'))
+    const from = readme.indexOf('`runtime.stats()`')
+    const table = readme.slice(from, readme.indexOf('\n#', from))
     // First column of each row: one field, or several joined by " / ".
     const named = [...table.matchAll(/^\| ((?:`\w+`(?: \/ )?)+) \|/gm)].flatMap((row) => [...row[1].matchAll(/`(\w+)`/g)].map((name) => name[1]))
     expect(named).toEqual(typed)

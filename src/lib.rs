@@ -15,6 +15,7 @@ mod host_calls;
 mod host_process;
 mod named_thread;
 mod quarantine;
+mod run_report;
 mod run_result;
 mod supervisor;
 
@@ -34,6 +35,7 @@ use crate::config_keys::NativeConfig;
 use crate::host_calls::{
   host_call_batch, CallOutbox, HostCallBatch, HostWake, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT,
 };
+use crate::run_report::RunCost;
 use crate::run_result::NativeRunResult;
 use crate::supervisor::{queue_full, RunEnd, Settings, Supervisor};
 
@@ -233,8 +235,8 @@ impl NativeRuntime {
     BindingsDescriptor::parse(&bindings_json).map_err(|message| Error::new(Status::InvalidArg, message))?;
     let (deferred, promise) = env.create_deferred::<NativeRunResult, Resolver<NativeRunResult>>()?;
     let deliver = Box::new(move |end: RunEnd| match end {
-      RunEnd::Output(output) => {
-        let result = NativeRunResult::from(output);
+      RunEnd::Output(output, cost) => {
+        let result = NativeRunResult::new(output, cost);
         deferred.resolve(Box::new(move |_env| Ok(result)));
       }
       RunEnd::Refused => deferred.reject(Error::new(Status::GenericFailure, queue_full())),
@@ -298,9 +300,11 @@ impl NativeRuntime {
     let kind = FailureKind::from_name(&kind)
       .filter(|kind| matches!(kind, FailureKind::Abort | FailureKind::Exception))
       .ok_or_else(|| Error::new(Status::InvalidArg, format!("a run cannot fail before it starts with {kind}")))?;
-    let output = OutputLedger::new(self.core.max_output_bytes).finish_failure(kind, message.to_vec());
+    let ledger = OutputLedger::new(self.core.max_output_bytes);
+    let cost = RunCost::default().ended(ledger.log_bytes(), 0);
+    let output = ledger.finish_failure(kind, message.to_vec());
     self.core.supervisor.count_outcome(&output.completion);
-    Ok(output.into())
+    Ok(NativeRunResult::new(output, cost))
   }
 
   /// What the runtime is doing now, and what it has done (NativeStats).

@@ -58,6 +58,7 @@ use crate::config::HistoryCaps;
 use crate::host_calls::CallOutbox;
 use crate::host_process::{spawn, HostEnd, HostLink, Spawned, StderrTail};
 use crate::quarantine::Quarantine;
+use crate::run_report::RunCost;
 use crate::NativeStats;
 
 /// The most hosts of one run alive at once (beside the `isolateHosts`
@@ -98,7 +99,8 @@ pub fn restart_delay(quick_deaths: u32) -> Duration {
 
 /// How a run ends, for whoever waits on it.
 pub enum RunEnd {
-  Output(Output),
+  /// Its output, and what it cost.
+  Output(Output, RunCost),
   /// A host's queue was full (the harness's own queue refuses at `run()`).
   Refused,
 }
@@ -177,6 +179,8 @@ struct RunRecord {
   placements_lost: u32,
   /// Everything that entered it from outside, to execute it again.
   history: RunHistory,
+  /// What it has cost so far (its report).
+  cost: RunCost,
   /// Its history's bytes as counted in [`State::history_bytes`].
   history_counted: u64,
   /// The cap its history passed, when it was given up.
@@ -217,6 +221,7 @@ impl RunRecord {
       hosts_lost: 0,
       placements_lost: 0,
       history: RunHistory::new(max_calls),
+      cost: RunCost::default(),
       history_counted: 0,
       history_over: None,
       lost_host: None,
@@ -660,10 +665,21 @@ impl Supervisor {
     let mut touched = Vec::new();
     for Reply { run_id, call_id, kind, text } in replies {
       let Some(record) = state.runs.get_mut(&run_id) else { continue };
+      let bytes = text.len();
       let outgoing = match record.history.reply(call_id, kind, text) {
-        ReplyVerdict::Unwanted | ReplyVerdict::Held { send: false, .. } => None,
-        ReplyVerdict::Held { send: true, .. } => Some(Outgoing::Held { run_id, call_id }),
-        ReplyVerdict::Pass(text) => Some(Outgoing::Passed(Reply { run_id, call_id, kind, text })),
+        ReplyVerdict::Unwanted => None,
+        ReplyVerdict::Held { send: false, .. } => {
+          record.cost.answered(bytes);
+          None
+        }
+        ReplyVerdict::Held { send: true, .. } => {
+          record.cost.answered(bytes);
+          Some(Outgoing::Held { run_id, call_id })
+        }
+        ReplyVerdict::Pass(text) => {
+          record.cost.answered(bytes);
+          Some(Outgoing::Passed(Reply { run_id, call_id, kind, text }))
+        }
       };
       let on = record.host;
       touched.push(run_id);
@@ -870,6 +886,7 @@ impl Supervisor {
       }
     }
     let ledger = record.ledger;
+    let cost = record.cost.ended(ledger.log_bytes(), record.history.reexecutions());
     let output = match with {
       FinishWith::Completion(Completion::NoValue) => ledger.finish_no_value(),
       FinishWith::Completion(Completion::Value(json)) => ledger.finish_value(json),
@@ -881,7 +898,7 @@ impl Supervisor {
       }
     };
     state.outcomes.count(&output.completion);
-    Some(Delivery { deliver: record.deliver, end: RunEnd::Output(output) })
+    Some(Delivery { deliver: record.deliver, end: RunEnd::Output(output, cost) })
   }
 
   /// One frame (its tag and fields) from `host`, read from its journal
@@ -938,6 +955,7 @@ impl Supervisor {
         state.slots[slot].ran_any = true;
         if let Some(record) = state.runs.get_mut(&run_id) {
           record.started = true;
+          record.cost.started_on(host.pid);
         }
       }
       FromHost::Log { run_id, text } => match state.runs.get_mut(&run_id) {
@@ -988,9 +1006,12 @@ impl Supervisor {
           return Err(violation);
         }
       }
-      FromHost::Finished { run_id, completion } => {
+      FromHost::Finished { run_id, cost, completion } => {
         if !on_this_host(&state, run_id) {
           return Err(format!("run {run_id} finished, but it is not on this host"));
+        }
+        if let Some(record) = state.runs.get_mut(&run_id) {
+          record.cost.execution = Some(cost);
         }
         let with = self.finished_as(&mut state, run_id, completion);
         let delivery = self.finish(&mut state, run_id, with);
@@ -1053,8 +1074,15 @@ impl Supervisor {
       }
       let (verdict, grew) = record.history.call(&call, identity);
       match verdict {
-        CallVerdict::Call => to_tools.push(call),
+        CallVerdict::Call => {
+          record.cost.called(&call);
+          to_tools.push(call);
+        }
         CallVerdict::Answer(kind, text) => answers.push(Reply { run_id, call_id: call.call_id, kind, text }),
+        CallVerdict::Refused(text) => {
+          record.cost.refused(call.call_id, self.settings.max_tool_calls);
+          answers.push(Reply { run_id, call_id: call.call_id, kind: ReplyKind::Reject, text });
+        }
         CallVerdict::AwaitAnswer => {}
         CallVerdict::Diverged(divergence) => diverge(record, run_id, divergence, host),
         CallVerdict::Violation(why) => return (to_tools, answers, Some(why)),
@@ -1685,7 +1713,7 @@ while read_frame()[0] != 6:
     let (send, receive) = mpsc::channel();
     let deliver: Deliver = Box::new(move |end| {
       let _ = send.send(match end {
-        RunEnd::Output(output) => Some(output.completion),
+        RunEnd::Output(output, _) => Some(output.completion),
         RunEnd::Refused => None,
       });
     });
@@ -1713,9 +1741,9 @@ while read_frame()[0] != 6:
       ("log-for-another-run", "journal:0b00000003e7030000010000004100"),
       // Each stream carries its own frames only.
       ("log-on-the-channel", "0b00000003RUN010000004100"),
-      ("finished-on-the-journal", "journal:0600000005RUN00"),
+      ("finished-on-the-journal", "journal:1e00000005RUN00000000000000000000000000000000000000000000000000"),
       ("journal-frame-too-long", "journal:01000080ff"),
-      ("finished-with-an-unknown-completion", "0600000005RUN09"),
+      ("finished-with-an-unknown-completion", "1e00000005RUN00000000000000000000000000000000000000000000000009"),
       ("stats-never-asked-for", "4100000007ffffffffffffffff0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"),
       ("ready-twice", "05000000013f000000"),
       ("calls-with-a-count-it-cannot-hold", "0500000004ffffffff"),
@@ -1730,7 +1758,7 @@ while read_frame()[0] != 6:
         "call-string-at-no-place",
         "380000000401000000RUN0000000000000000000000000a0000007b2261223a6e756c6c7d01000000070000005b5b2262225d5d000100000078",
       ),
-      ("failure-of-an-unknown-kind", "0b00000005RUN026300000000"),
+      ("failure-of-an-unknown-kind", "2300000005RUN000000000000000000000000000000000000000000000000026300000000"),
     ];
     for (name, hostile) in cases {
       match run_against(name, hostile) {

@@ -16,12 +16,14 @@
 import type { Context } from '@deepseek-ai/cordis'
 import { CodeRuntime, type CodeRunFailure, type CodeRunRequest, type CodeRunResult } from '@deepseek-ai/dsh-code-runtime'
 import { NativeRuntime, type NativeLogs, type NativeRunResult, type NativeStats } from './native.js'
+import { RUN_REPORT, runReport, type V8CodeRunReport } from './run-report.js'
 import { resolveBindings } from './bindings.js'
 import { Config, validateConfig, type V8CodeRuntimeConfig } from './config.js'
 import { HostCalls } from './host-calls.js'
 import { PACKAGE } from './package.js'
 
 export type { V8CodeRuntimeConfig } from './config.js'
+export { RUN_REPORT, type V8CodeRunReport } from './run-report.js'
 /** What `stats()` reports: the addon's `NativeStats` (documented there). */
 export type V8CodeRuntimeStats = NativeStats
 
@@ -115,9 +117,10 @@ export class V8CodeRuntime extends CodeRuntime {
    */
   async run(request: CodeRunRequest): Promise<CodeRunResult> {
     if (this.disposed) throw new Error(`${PACKAGE}: run() after disposal`)
+    const startedAt = performance.now()
     const bindings = resolveBindings(request.bindings)
     const signal = request.signal
-    if (signal?.aborted) return await toRunResult(this.native.failBeforeStart('abort', reasonText(signal)))
+    if (signal?.aborted) return await this.settle(this.native.failBeforeStart('abort', reasonText(signal)), startedAt)
     if (typeof request.program !== 'string') throw new Error(`${PACKAGE}: request.program must be a string`)
 
     const runId = this.nextRunId
@@ -125,8 +128,9 @@ export class V8CodeRuntime extends CodeRuntime {
     this.calls.open(runId, bindings.namespaces)
     const onAbort = () => this.native.abort(runId, reasonText(signal as AbortSignal))
     signal?.addEventListener('abort', onAbort, { once: true })
+    let native: NativeRunResult
     try {
-      return await toRunResult(await this.native.run(runId, request.program, bindings.descriptorJson))
+      native = await this.native.run(runId, request.program, bindings.descriptorJson)
     } catch (error) {
       if (this.disposed) throw new Error(`${PACKAGE}: run() after disposal`)
       throw new Error(`${PACKAGE}: ${error instanceof Error ? error.message : String(error)}`)
@@ -134,6 +138,20 @@ export class V8CodeRuntime extends CodeRuntime {
       signal?.removeEventListener('abort', onAbort)
       this.calls.close(runId)
     }
+    return await this.settle(native, startedAt)
+  }
+
+  /**
+   * The seam's result of a finished run, its report emitted first (in the
+   * caller's async context: a listener sees the caller's
+   * `AsyncLocalStorage`). A listener that throws, or whose promise
+   * rejects, changes nothing of the run: cordis's logger gets the error.
+   */
+  private async settle(native: NativeRunResult, startedAt: number): Promise<CodeRunResult> {
+    const result = await toRunResult(native)
+    const report = runReport(native.report, result, performance.now() - startedAt)
+    this.ctx.parallel(RUN_REPORT, report).catch((error: unknown) => this.ctx.logger.error(error))
+    return result
   }
 }
 

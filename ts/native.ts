@@ -54,4 +54,4 @@ export const {
   RESOLUTION_NOT_LOSSLESS,
 } = await load()
 export type NativeRuntime = Loader.NativeRuntime
-export type { NativeConfig, NativeConfigKey, NativeLogs, NativeRunResult, NativeStats } from '../index.js'
+export type { NativeConfig, NativeConfigKey, NativeLogs, NativeRunReport, NativeRunResult, NativeStats } from '../index.js'

@@ -11,6 +11,7 @@ use deno_error::JsErrorBox;
 use crate::allocator::capped_allocator;
 use crate::config::RuntimeConfig;
 use crate::external_memory::ExternalMemory;
+use crate::heap_peak::HeapPeak;
 use crate::sandbox_ext::dsh_sandbox;
 
 static SNAPSHOT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/SANDBOX_SNAPSHOT.bin"));
@@ -39,6 +40,9 @@ pub struct PreparedIsolate {
   /// `runtime` so that it is dropped after the isolate: the account's
   /// interrupts point at it (external_memory.rs).
   pub external_memory: Arc<ExternalMemory>,
+  /// The most the heap held (for the run's report). Declared after
+  /// `runtime`, for the same reason: its collections' callback points at it.
+  pub heap_peak: Arc<HeapPeak>,
   /// The program's heap cap (`maxOldGenerationSizeMb`), in bytes.
   heap_bytes: usize,
 }
@@ -123,6 +127,8 @@ impl PreparedIsolate {
     })
     .map_err(|error| format!("creating an isolate failed: {error}"))?;
     external_memory.bind_isolate(runtime.v8_isolate().thread_safe_handle());
+    let heap_peak = Arc::new(HeapPeak::default());
+    heap_peak.watch(runtime.v8_isolate());
     // The sandbox's own making (the snapshot's heap, the seal) and any GC
     // before a run takes the isolate are not the program's to pay for:
     // under a cap smaller than what they need, V8 would end the host before
@@ -144,7 +150,7 @@ impl PreparedIsolate {
       };
       (function(0)?, function(1)?, function(2)?)
     };
-    Ok(PreparedIsolate { runtime, install, watch, release_timers, external_memory, heap_bytes })
+    Ok(PreparedIsolate { runtime, install, watch, release_timers, external_memory, heap_peak, heap_bytes })
   }
 
   /// Set the program's heap cap back, once a run has taken the isolate and

@@ -17,6 +17,7 @@ mod budget;
 mod clocks;
 pub mod control;
 mod external_memory;
+mod heap_peak;
 mod icu_memory;
 mod isolate;
 mod isolate_anchor;

@@ -32,7 +32,7 @@ use dsh_isolate_host::platform;
 use dsh_isolate_host::run::{Recorded, RunEvents, RunJob};
 use dsh_isolate_host::scheduler::{Scheduler, Submission};
 use dsh_protocol::failure::StopReason;
-use dsh_protocol::frame::{FromHost, Reply, RunSeed, ToHost, JOURNAL_FD};
+use dsh_protocol::frame::{ExecutionCost, FromHost, Reply, RunSeed, ToHost, JOURNAL_FD};
 use dsh_protocol::history::HistoryEnd;
 use dsh_protocol::inbox::{Inbox, Next};
 use dsh_protocol::ledger::{FailureKind, OutputLedger};
@@ -282,7 +282,7 @@ fn submit(
       // answered like any program whose bindings are unusable.
       let output = OutputLedger::new(config.max_output_bytes)
         .finish_failure(FailureKind::Exception, message.encode_utf16().collect());
-      channel.send(&FromHost::Finished { run_id, completion: output.completion });
+      channel.send(&FromHost::Finished { run_id, cost: ExecutionCost::default(), completion: output.completion });
       return;
     }
   };
@@ -294,8 +294,8 @@ fn submit(
   }
   let deliver = {
     let channel = channel.clone();
-    Box::new(move |output: dsh_protocol::ledger::Output| {
-      channel.send(&FromHost::Finished { run_id, completion: output.completion });
+    Box::new(move |output: dsh_protocol::ledger::Output, cost| {
+      channel.send(&FromHost::Finished { run_id, cost, completion: output.completion });
     })
   };
   let submission = Submission { job: RunJob { run_id, seed, recorded, program, bindings, budget }, deliver };

@@ -26,7 +26,7 @@ use crate::sandbox_ext::{HostSlot, RepliesFuture, ReplyBatch, SandboxHost, Settl
 use crate::transpile::{strip_types, PROGRAM_NAME};
 use dsh_protocol::contract::COMPLETION_NOT_LOSSLESS;
 use dsh_protocol::failure::{failure, StopReason};
-use dsh_protocol::frame::{ReplyKind, RunSeed};
+use dsh_protocol::frame::{ExecutionCost, ReplyKind, RunSeed};
 use dsh_protocol::history::HistoryEnd;
 use dsh_protocol::out_of_band::RawString;
 use dsh_protocol::readings::{Clock, Readings};
@@ -363,12 +363,21 @@ impl SpentIsolate {
   }
 }
 
-/// Execute one run on `isolate`.
-pub async fn execute(isolate: PreparedIsolate, job: &RunJob, context: &RunContext<'_>) -> (Output, SpentIsolate) {
+/// Execute one run on `isolate`: its output, and what it cost.
+pub async fn execute(
+  isolate: PreparedIsolate,
+  job: &RunJob,
+  context: &RunContext<'_>,
+) -> (Output, ExecutionCost, SpentIsolate) {
   let mut isolate = isolate;
   let output = execute_on(&mut isolate, job, context).await;
+  let cost = ExecutionCost {
+    cpu_us: job.budget.cpu_used().as_secs_f64() * 1e6,
+    peak_heap_bytes: isolate.heap_peak.bytes(isolate.runtime.v8_isolate()),
+    peak_external_bytes: isolate.external_memory.peak() as u64,
+  };
   let hit_cap = matches!(job.budget.control().reason(), Some(StopReason::HeapLimit | StopReason::ExternalMemory));
-  (output, SpentIsolate { isolate, hit_cap })
+  (output, cost, SpentIsolate { isolate, hit_cap })
 }
 
 async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunContext<'_>) -> Output {

@@ -55,7 +55,7 @@ use crate::program_priority;
 use crate::run::{execute, finish_stopped, RunContext, RunEvents, RunJob};
 use crate::watchdog::Watchdog;
 use dsh_protocol::failure::{failure, StopReason};
-use dsh_protocol::frame::HostStats;
+use dsh_protocol::frame::{ExecutionCost, HostStats};
 
 /// How long a run may compute without a pause (a wait on the host or a
 /// timer) before it stops counting against the compute slots, letting the
@@ -76,8 +76,12 @@ const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
 /// finishes the run, after the run's accounting is done).
 pub struct Submission {
   pub job: RunJob,
-  pub deliver: Box<dyn FnOnce(Output) + Send>,
+  pub deliver: Deliver,
 }
+
+/// Takes a run's output and what its execution cost (nothing, for a run
+/// stopped or failed before it ran).
+pub type Deliver = Box<dyn FnOnce(Output, ExecutionCost) + Send>;
 
 /// A submission the scheduler took, with its record among the live runs.
 struct Accepted {
@@ -421,7 +425,13 @@ impl Shared {
   /// Account for a finished run and hand back its output's delivery. The
   /// accounting comes first, and the run leaves the live runs, so that a
   /// caller who sees the result sees it counted and the run gone.
-  fn finish(&self, accepted: Accepted, output: Output, state: &mut MutexGuard<'_, State>) -> Delivery {
+  fn finish(
+    &self,
+    accepted: Accepted,
+    output: Output,
+    cost: ExecutionCost,
+    state: &mut MutexGuard<'_, State>,
+  ) -> Delivery {
     let Accepted { submission, registration, admitted } = accepted;
     if admitted {
       state.in_flight -= 1;
@@ -430,7 +440,7 @@ impl Shared {
     state.finished_cpu += budget.cpu_used();
     budget.end();
     drop(registration);
-    Delivery { deliver: submission.deliver, output }
+    Delivery { deliver: submission.deliver, output, cost }
   }
 
   /// Take stopped runs out of the queue.
@@ -441,7 +451,7 @@ impl Shared {
       match accepted.submission.job.budget.control().reason() {
         Some(reason) => {
           let output = finish_stopped(OutputLedger::new(self.config.max_output_bytes), &reason, &self.config);
-          stopped.push(self.finish(accepted, output, state));
+          stopped.push(self.finish(accepted, output, ExecutionCost::default(), state));
         }
         None => kept.push_back(accepted),
       }
@@ -479,9 +489,9 @@ impl Shared {
   /// A thread finished a run: account for it, admit what may start now and
   /// say whether the thread should prepare another isolate (for a ready run
   /// or the reserve) rather than retire.
-  fn run_ended(&self, accepted: Accepted, output: Output) -> (Delivery, bool) {
+  fn run_ended(&self, accepted: Accepted, output: Output, cost: ExecutionCost) -> (Delivery, bool) {
     let mut state = lock(&self.state);
-    let delivery = self.finish(accepted, output, &mut state);
+    let delivery = self.finish(accepted, output, cost, &mut state);
     // Decided before admitting, so that admission counts this thread as
     // coming for the next ready run instead of asking for a new one.
     // A thread is worth keeping for any run that will need one: reusing it
@@ -518,13 +528,14 @@ impl Shared {
 
 /// An output on its way to the caller: delivered outside every lock.
 struct Delivery {
-  deliver: Box<dyn FnOnce(Output) + Send>,
+  deliver: Deliver,
   output: Output,
+  cost: ExecutionCost,
 }
 
 impl Delivery {
   fn deliver(self) {
-    (self.deliver)(self.output);
+    (self.deliver)(self.output, self.cost);
   }
 }
 
@@ -635,7 +646,7 @@ fn spawn_run_thread(shared: &Arc<Shared>, id: usize) {
       if state.threads == 0 {
         while let Some(accepted) = state.ready.pop_front() {
           let output = substrate_failure(&shared.config, &format!("no thread could be started for the run: {error}"));
-          failed.push(shared.finish(accepted, output, &mut state));
+          failed.push(shared.finish(accepted, output, ExecutionCost::default(), &mut state));
         }
       }
       drop(state);
@@ -666,7 +677,7 @@ fn run_thread(shared: &Shared, id: usize) {
       // made for (if it is still there) rather than leave it waiting.
       if let Some(accepted) = shared.take_ready() {
         let output = substrate_failure(&shared.config, &format!("the run's thread could not start: {error}"));
-        let (delivery, wanted) = shared.run_ended(accepted, output);
+        let (delivery, wanted) = shared.run_ended(accepted, output, ExecutionCost::default());
         if wanted {
           lock(&shared.state).preparing -= 1;
         }
@@ -686,14 +697,14 @@ fn run_thread(shared: &Shared, id: usize) {
       drop(prepared);
       return shared.retire(id);
     };
-    let (output, spent) = match prepared {
+    let (output, cost, spent) = match prepared {
       Ok(isolate) => {
-        let (output, spent) = runtime.block_on(execute(isolate, &accepted.submission.job, &context));
-        (output, Some(spent))
+        let (output, cost, spent) = runtime.block_on(execute(isolate, &accepted.submission.job, &context));
+        (output, cost, Some(spent))
       }
-      Err(message) => (substrate_failure(&shared.config, &message), None),
+      Err(message) => (substrate_failure(&shared.config, &message), ExecutionCost::default(), None),
     };
-    let (delivery, wanted) = shared.run_ended(accepted, output);
+    let (delivery, wanted) = shared.run_ended(accepted, output, cost);
     delivery.deliver();
     // Delivery just woke the harness's channel reader. The kernel often
     // queues it on this CPU (wake-affine), behind this thread, which is about to spend
@@ -797,7 +808,7 @@ mod tests {
         bindings: BindingsDescriptor::parse(r#"{"namespaces":[]}"#).expect("an empty descriptor"),
         budget: scheduler.new_budget(wall()),
       };
-      let deliver = Box::new(move |output: Output| {
+      let deliver = Box::new(move |output: Output, _| {
         let _ = send.send(output.completion);
       });
       assert!(scheduler.submit(Submission { job, deliver }).is_ok());

@@ -166,12 +166,28 @@ pub enum FromHost {
   JournalFull,
   /// Calls from programs to host functions.
   Calls(Vec<HostCall>),
-  /// The run finished: its completion, as its ledger settled it.
-  Finished { run_id: u32, completion: Completion },
+  /// The run finished: what this execution of it cost, and its
+  /// completion, as its ledger settled it.
+  Finished { run_id: u32, cost: ExecutionCost, completion: Completion },
   /// The run was not taken: the host's queue is full.
   Refused { run_id: u32 },
   /// What the host is doing, answering the [`ToHost::StatsRequest`] `seq`.
   Stats { seq: u64, stats: HostStats },
+}
+
+/// What one execution of a run cost its host, as it finished: its part of
+/// the run's report (the addon's `run_report.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ExecutionCost {
+  /// CPU charged to the run, in us, as `computeMs` counts it (an execution
+  /// again from a history starts charged with what the history ended with).
+  pub cpu_us: f64,
+  /// The most its isolate's heap held, in bytes: its used size before each
+  /// garbage collection, and at the end.
+  pub peak_heap_bytes: u64,
+  /// The most it held outside the heap at once, in bytes, as
+  /// `maxExternalMemoryMb` counts it.
+  pub peak_external_bytes: u64,
 }
 
 /// One call from a program to a host function.
@@ -659,8 +675,12 @@ impl FromHost {
         }
         frame.finish()
       }
-      FromHost::Finished { run_id, completion } => {
-        let frame = FrameWriter::new(out, FINISHED).u32(*run_id);
+      FromHost::Finished { run_id, cost, completion } => {
+        let frame = FrameWriter::new(out, FINISHED)
+          .u32(*run_id)
+          .f64(cost.cpu_us)
+          .u64(cost.peak_heap_bytes)
+          .u64(cost.peak_external_bytes);
         match completion {
           Completion::NoValue => frame.u8(NO_VALUE).finish(),
           Completion::Value(json) => frame.u8(VALUE).text(json).finish(),
@@ -724,6 +744,8 @@ impl FromHost {
       }
       FINISHED => {
         let run_id = fields.u32()?;
+        let cost =
+          ExecutionCost { cpu_us: fields.f64()?, peak_heap_bytes: fields.u64()?, peak_external_bytes: fields.u64()? };
         let completion = match fields.u8()? {
           NO_VALUE => Completion::NoValue,
           VALUE => Completion::Value(fields.text()?),
@@ -735,7 +757,7 @@ impl FromHost {
           }
           tag => return Err(ProtocolError(format!("unknown completion tag {tag}"))),
         };
-        FromHost::Finished { run_id, completion }
+        FromHost::Finished { run_id, cost, completion }
       }
       REFUSED => FromHost::Refused { run_id: fields.u32()? },
       READINGS => FromHost::Readings { run_id: fields.u32()?, cpu_us: fields.f64()?, readings: fields.readings()? },
@@ -938,10 +960,12 @@ mod tests {
         strings: vec![RawString::Latin1(vec![0xe9, b'x']), RawString::Utf16(vec![0xd800, 0x41])],
       },
     ]));
-    round_trip_from_host(FromHost::Finished { run_id: 1, completion: Completion::NoValue });
-    round_trip_from_host(FromHost::Finished { run_id: 1, completion: Completion::Value("1".into()) });
+    let cost = ExecutionCost { cpu_us: 1.5, peak_heap_bytes: 2, peak_external_bytes: 3 };
+    round_trip_from_host(FromHost::Finished { run_id: 1, cost, completion: Completion::NoValue });
+    round_trip_from_host(FromHost::Finished { run_id: 1, cost, completion: Completion::Value("1".into()) });
     round_trip_from_host(FromHost::Finished {
       run_id: 1,
+      cost: ExecutionCost::default(),
       completion: Completion::Failure { kind: FailureKind::OutputLimit, message: vec![0x41] },
     });
     round_trip_from_host(FromHost::Refused { run_id: 5 });
@@ -1031,6 +1055,7 @@ mod tests {
     .encode(&mut valid);
     FromHost::Finished {
       run_id: 1,
+      cost: ExecutionCost { cpu_us: 1.0, peak_heap_bytes: 2, peak_external_bytes: 3 },
       completion: Completion::Failure { kind: FailureKind::Exception, message: vec![65] },
     }
     .encode(&mut valid);

@@ -146,6 +146,9 @@ pub enum CallVerdict {
   Call,
   /// Made before: answer it with this reply (the tool is not called).
   Answer(ReplyKind, String),
+  /// Past the run's `maxToolCalls`: reject it with this text (a JSON
+  /// string of the message); the tool is not called.
+  Refused(String),
   /// Made before, and its tool has not answered yet: its answer will
   /// answer this execution's call too.
   AwaitAnswer,
@@ -284,7 +287,7 @@ impl RunHistory {
     // Past the cap, every execution is refused alike (ids are the same in
     // each): nothing to record, and no tool called.
     if call.call_id >= self.max_calls {
-      return (CallVerdict::Answer(ReplyKind::Reject, tool_calls_over(self.max_calls)), 0);
+      return (CallVerdict::Refused(tool_calls_over(self.max_calls)), 0);
     }
     if self.given_up {
       return (CallVerdict::Call, 0);
@@ -518,7 +521,7 @@ mod tests {
   /// the same call alike; its history's calls are answered as before.
   #[test]
   fn a_call_past_the_cap_is_refused_in_every_execution() {
-    let refused = CallVerdict::Answer(ReplyKind::Reject, crate::failure::tool_calls_over(2));
+    let refused = CallVerdict::Refused(crate::failure::tool_calls_over(2));
     let mut history = RunHistory::new(2);
     assert_eq!(record(&mut history, &call(0, "[]")).0, CallVerdict::Call);
     history.reply(0, ReplyKind::Json, "0".into());

@@ -231,6 +231,12 @@ impl OutputLedger {
     self.logs.iter_from(index).next()
   }
 
+  /// Bytes of the logs admitted so far, as `maxOutputBytes` counts them:
+  /// the JSON array of them (`[]` alone is 2).
+  pub fn log_bytes(&self) -> u64 {
+    self.used
+  }
+
   /// Bytes left for the completion value or failure message.
   pub fn remaining(&self) -> u64 {
     self.cap.saturating_sub(self.used)
