@@ -15,7 +15,7 @@ import os from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { Context } from '@deepseek-ai/cordis'
 import WorkerThreadCodeRuntime from '@deepseek-ai/dsh-code-runtime-worker-thread'
-import V8CodeRuntime from '../lib/index.js'
+import V8CodeRuntime, { RUN_REPORT } from '../lib/index.js'
 import { buildPrevious, IN_PROCESS_REV } from './previous.mjs'
 import { benchBindings, CODE_MODE, COMPUTE, PARALLEL_CALLS, PAYLOADS, payloadBindings, SEQUENTIAL_CALLS, TRIVIAL } from './scenarios.mjs'
 
@@ -30,12 +30,15 @@ const previousLib = buildPrevious(previousRev)
 process.env.DSH_PREVIOUS_LIB = previousLib
 const PreviousRuntime = (await import(previousLib)).default
 
-async function mounted(Plugin) {
+/** A cordis Context with `Plugin` mounted as its `codeRuntime`. */
+async function mountedIn(Plugin) {
   const ctx = new Context()
   await ctx.plugin(Plugin, { computeMs: 120_000 })
-  return ctx.codeRuntime
+  return ctx
 }
-const v8 = await mounted(V8CodeRuntime)
+const mounted = async (Plugin) => (await mountedIn(Plugin)).codeRuntime
+const v8Context = await mountedIn(V8CodeRuntime)
+const v8 = v8Context.codeRuntime
 const previous = await mounted(PreviousRuntime)
 const ref = await mounted(WorkerThreadCodeRuntime)
 const backends = { v8, previous, worker: ref }
@@ -166,6 +169,16 @@ row('1b. trivial run, 20 ms idle between', 'p99', 'ms', p99s(idle), true)
 const codeMode = await alternate(CODE_MODE, sizes.rounds, Math.max(2, sizes.perRound / 2))
 row('3. code-mode shaped run, one at a time', 'p50', 'ms', medians(codeMode), true, 'prev within 1.25x')
 row('3. code-mode shaped run, one at a time', 'p99', 'ms', p99s(codeMode), true)
+// The same with a listener of each run's report (what a telemetry
+// forwarder does with it: read every figure), for this design against row 3.
+let reported = 0
+const stopReports = v8Context.on(RUN_REPORT, (report) => {
+  reported += report.calls + report.argumentBytes + report.resultBytes + report.logBytes + (report.computeMs ?? 0)
+})
+const codeModeReported = await alternate(CODE_MODE, sizes.rounds, Math.max(2, sizes.perRound / 2))
+stopReports()
+if (!(reported > 0)) throw new Error('no run report reached the listener')
+row('3c. code-mode run, run-report listener', 'p50', 'ms', medians(codeModeReported), true, 'v8 within noise of row 3')
 
 const busy = await mainThreadBusy(CODE_MODE, quick ? 100 : 400, 4)
 row('3b. harness main thread busy per run', 'median', 'ms', medians(busy), true, 'prev within 1.2x')
