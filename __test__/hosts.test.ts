@@ -391,6 +391,33 @@ describe('a host that dies is an outcome of its runs', () => {
     }
   })
 
+  it('a quarantined program waits for room under maxConcurrentRuns as any new run does', async () => {
+    const one = await mount({ maxConcurrentRuns: 1 })
+    try {
+      const crash = FATAL[0]![1] as string
+      // Quarantined: it ended a shared host, then its host of one run.
+      expect((await one.run(crash)).error?.kind).toBe('worker-exit')
+      expect(one.runtime.stats().quarantinedPrograms).toBe(1)
+      const { bindings, waiting, answer } = answersLater()
+      const holding = one.run('return await tools.wait({})', { bindings })
+      await waiting
+      // The one run in flight holds the room: submitted again, the
+      // quarantined program waits in the queue. A host of one run is
+      // started for it; once that host is ready, the run would have been
+      // sent there (in the same step), and the host's answer to the next
+      // stats() would count it (frames to a host keep their order).
+      const again = one.run(crash)
+      await until(() => one.runtime.stats().hostsOfOneRun === 1)
+      expect(one.runtime.stats()).toMatchObject({ inFlight: 1, queued: 1 })
+      answer('done')
+      expect(await holding).toEqual({ logs: [], value: 'done' })
+      expect((await again).error?.kind).toBe('worker-exit')
+      await healthy(one)
+    } finally {
+      await one.dispose()
+    }
+  })
+
   it('dispose during a crash settles every run and leaves no host', async () => {
     const doomed = await mount()
     const pids = hostPids(doomed)

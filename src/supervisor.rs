@@ -549,7 +549,15 @@ impl Supervisor {
   /// [`Supervisor::start_hosts_of_one_run`]).
   fn admit(&self, state: &mut State) {
     let shared = self.settings.shared_hosts();
-    while !state.pending_alone.is_empty() {
+    let max_concurrent_runs = self.settings.config.max_concurrent_runs;
+    while let Some(&first) = state.pending_alone.front() {
+      // A run new to the runtime (a quarantined program submitted again)
+      // waits for room as every new run does; one executed again, or
+      // placed again after a host ended, was admitted already.
+      let admitted_before = state.runs.get(&first).is_some_and(|record| record.hosts_lost + record.placements_lost > 0);
+      if !admitted_before && state.in_flight() >= max_concurrent_runs {
+        break;
+      }
       let free = (shared..state.slots.len()).find(|&i| {
         let slot = &state.slots[i];
         slot.takes_runs() && slot.placed == 0 && !slot.taken
