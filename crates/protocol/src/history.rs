@@ -528,10 +528,7 @@ mod tests {
     assert_eq!(record(&mut history, &call(1, "[]")).0, CallVerdict::Call);
     history.reply(1, ReplyKind::Json, "1".into());
     assert_eq!(record(&mut history, &call(2, "[]")), (refused, 0));
-    assert_eq!(
-      record(&mut history, &call(3, "[9]")).0,
-      CallVerdict::Answer(ReplyKind::Reject, crate::failure::tool_calls_over(2))
-    );
+    assert_eq!(record(&mut history, &call(3, "[9]")).0, CallVerdict::Refused(crate::failure::tool_calls_over(2)));
     assert!(!history.waiting_on_a_tool());
     assert_eq!(history.calls_made(), 4);
     let ledger = OutputLedger::new(1 << 20);
@@ -539,10 +536,7 @@ mod tests {
     history.begin_reexecution();
     assert_eq!(record(&mut history, &call(0, "[]")).0, CallVerdict::Answer(ReplyKind::Json, "0".into()));
     assert_eq!(record(&mut history, &call(1, "[]")).0, CallVerdict::Answer(ReplyKind::Json, "1".into()));
-    assert_eq!(
-      record(&mut history, &call(2, "[]")).0,
-      CallVerdict::Answer(ReplyKind::Reject, crate::failure::tool_calls_over(2))
-    );
+    assert_eq!(record(&mut history, &call(2, "[]")).0, CallVerdict::Refused(crate::failure::tool_calls_over(2)));
     assert_eq!(history.bytes(), 2 * CALL_RECORD_BYTES + 2);
   }
 
