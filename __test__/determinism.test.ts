@@ -84,14 +84,17 @@ async function acrossAHostDeath(
   old = killHosts(m)
   waitingFor = 'the hosts replaced'
   await hostsReplaced(m, old)
+  // Executed again at least once: a host that dies besides (one that
+  // misses the heartbeat on a loaded machine) executes it once more,
+  // which is no less the run its history records.
   waitingFor = 'the run re-executed'
-  await until(() => m.runtime.stats().runsReexecuted === before.runsReexecuted + 1)
+  await until(() => m.runtime.stats().runsReexecuted >= before.runsReexecuted + 1)
   waitingFor = 'the run settled'
   hold.answer('go')
   const settled = await result
   const after = m.runtime.stats()
   expect(after.reexecutionsDiverged).toBe(before.reexecutionsDiverged)
-  expect(after.runsReexecuted).toBe(before.runsReexecuted + 1)
+  expect(after.runsReexecuted).toBeGreaterThanOrEqual(before.runsReexecuted + 1)
   return { settled, told, holdCalls: hold.calls, killedAt }
 }
 
