@@ -674,20 +674,14 @@ impl Supervisor {
     for Reply { run_id, call_id, kind, text } in replies {
       let Some(record) = state.runs.get_mut(&run_id) else { continue };
       let bytes = text.len();
-      let outgoing = match record.history.reply(call_id, kind, text) {
-        ReplyVerdict::Unwanted => None,
-        ReplyVerdict::Held { send: false, .. } => {
-          record.cost.answered(bytes);
-          None
-        }
-        ReplyVerdict::Held { send: true, .. } => {
-          record.cost.answered(bytes);
-          Some(Outgoing::Held { run_id, call_id })
-        }
-        ReplyVerdict::Pass(text) => {
-          record.cost.answered(bytes);
-          Some(Outgoing::Passed(Reply { run_id, call_id, kind, text }))
-        }
+      let verdict = record.history.reply(call_id, kind, text);
+      if !matches!(verdict, ReplyVerdict::Unwanted) {
+        record.cost.answered(bytes);
+      }
+      let outgoing = match verdict {
+        ReplyVerdict::Unwanted | ReplyVerdict::Held { send: false, .. } => None,
+        ReplyVerdict::Held { send: true, .. } => Some(Outgoing::Held { run_id, call_id }),
+        ReplyVerdict::Pass(text) => Some(Outgoing::Passed(Reply { run_id, call_id, kind, text })),
       };
       let on = record.host;
       touched.push(run_id);

@@ -231,12 +231,6 @@ impl RunHistory {
     }
   }
 
-  /// Calls the current execution has made, those refused at the cap
-  /// included.
-  pub fn calls_made(&self) -> u32 {
-    self.current.calls
-  }
-
   /// The bytes it holds: what counts against its cap.
   pub fn bytes(&self) -> u64 {
     self.bytes
@@ -530,7 +524,9 @@ mod tests {
     assert_eq!(record(&mut history, &call(2, "[]")), (refused, 0));
     assert_eq!(record(&mut history, &call(3, "[9]")).0, CallVerdict::Refused(crate::failure::tool_calls_over(2)));
     assert!(!history.waiting_on_a_tool());
-    assert_eq!(history.calls_made(), 4);
+    // Refused calls are counted: the next id is 4.
+    assert!(matches!(record(&mut history, &call(3, "[]")).0, CallVerdict::Violation(_)));
+    assert_eq!(record(&mut history, &call(4, "[]")).0, CallVerdict::Refused(crate::failure::tool_calls_over(2)));
     let ledger = OutputLedger::new(1 << 20);
     assert_eq!(history.end(&ledger).calls, 2);
     history.begin_reexecution();
