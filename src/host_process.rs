@@ -130,7 +130,7 @@ impl StderrTail {
   fn follow(mut pipe: impl Read + Send + 'static) -> StderrTail {
     let tail = StderrTail::default();
     let shared = tail.shared.clone();
-    let spawned = crate::named_thread::spawn("dsh-host-stderr", move || {
+    let spawned = dsh_named_thread::spawn("dsh-host-stderr", move || {
       let mut chunk = [0u8; 4096];
       loop {
         let read = loop {
@@ -268,7 +268,7 @@ impl HostLink {
   pub fn start(stream: UnixStream) -> std::io::Result<Arc<HostLink>> {
     let link = Arc::new(HostLink { stream, backlog: Mutex::default(), bell: Condvar::new() });
     let flusher = link.clone();
-    crate::named_thread::spawn("dsh-host-link", move || flusher.flush())?;
+    dsh_named_thread::spawn("dsh-host-link", move || flusher.flush())?;
     Ok(link)
   }
 

@@ -13,7 +13,6 @@ mod config;
 mod config_keys;
 mod host_calls;
 mod host_process;
-mod named_thread;
 mod quarantine;
 mod run_report;
 mod run_result;
@@ -319,7 +318,7 @@ impl NativeRuntime {
   pub fn dispose<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
     let (deferred, promise) = env.create_deferred::<(), Resolver<()>>()?;
     let core = self.core.clone();
-    named_thread::spawn("dsh-v8-dispose", move || {
+    dsh_named_thread::spawn("dsh-v8-dispose", move || {
       core.shutdown();
       deferred.resolve(Box::new(|_env| Ok(())));
     })

@@ -432,7 +432,7 @@ impl Supervisor {
       }
     }
     let weak = Arc::downgrade(&supervisor);
-    let thread = crate::named_thread::spawn("dsh-supervisor", move || supervise(&weak))
+    let thread = dsh_named_thread::spawn("dsh-supervisor", move || supervise(&weak))
       .map_err(|error| format!("the supervisor thread could not start: {error}"))?;
     *lock(&supervisor.thread) = Some(thread);
     Ok(supervisor)
@@ -484,7 +484,7 @@ impl Supervisor {
     host.send(&ToHost::Configure { config: Box::new(self.settings.host_config(slot)) });
     state.slots[slot] = Slot { host: Some(host.clone()), last_heard: Some(Instant::now()), ..Slot::default() };
     let supervisor = Arc::downgrade(self);
-    let reader = crate::named_thread::spawn("dsh-host-reader", move || read_host(&supervisor, &host));
+    let reader = dsh_named_thread::spawn("dsh-host-reader", move || read_host(&supervisor, &host));
     match reader {
       Ok(reader) => {
         if let Some(host) = &state.slots[slot].host {

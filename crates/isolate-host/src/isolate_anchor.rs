@@ -37,7 +37,7 @@ impl IsolateAnchor {
   pub fn start(config: &RuntimeConfig) -> std::io::Result<IsolateAnchor> {
     let (release, released) = mpsc::channel::<()>();
     let config = config.clone();
-    let thread = std::thread::Builder::new().name("dsh-v8-anchor".into()).spawn(move || {
+    let thread = dsh_named_thread::spawn("dsh-v8-anchor", move || {
       let Ok(runtime) = tokio::runtime::Builder::new_current_thread().build() else { return };
       let isolate = {
         let _entered = runtime.enter();

@@ -226,7 +226,7 @@ impl Scheduler {
       bridge,
       events,
     });
-    let thread = std::thread::Builder::new().name("dsh-v8-scheduler".into()).spawn({
+    let thread = dsh_named_thread::spawn("dsh-v8-scheduler", {
       let shared = shared.clone();
       move || schedule_loop(&shared)
     });
@@ -628,10 +628,9 @@ fn schedule_loop(shared: &Arc<Shared>) {
 
 fn spawn_run_thread(shared: &Arc<Shared>, id: usize) {
   let thread_shared = shared.clone();
-  let spawned = std::thread::Builder::new()
-    .name(format!("dsh-v8-run-{id}"))
-    .stack_size(THREAD_STACK_BYTES)
-    .spawn(move || run_thread(&thread_shared, id));
+  let spawned = dsh_named_thread::spawn_with_stack(format!("dsh-v8-run-{id}"), THREAD_STACK_BYTES, move || {
+    run_thread(&thread_shared, id)
+  });
   match spawned {
     Ok(handle) => {
       lock(&shared.handles).insert(id, handle);

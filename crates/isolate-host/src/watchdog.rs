@@ -39,7 +39,7 @@ impl Watchdog {
   /// ends or the watchdog stops it.
   pub fn start(runs: Arc<LiveRuns>) -> std::io::Result<Watchdog> {
     let shared = Arc::new(Shared { shutdown: Mutex::new(false), changed: Condvar::new(), runs });
-    let thread = std::thread::Builder::new().name("dsh-v8-watchdog".into()).spawn({
+    let thread = dsh_named_thread::spawn("dsh-v8-watchdog", {
       let shared = shared.clone();
       move || watch_loop(&shared)
     })?;
