@@ -49,12 +49,14 @@ export declare class NativeRuntime {
   /** Abort a live run; its result reports `abort` with `reason`. */
   abort(runId: number, reason: string): void
   /**
-   * Answer host calls: reply `i` settles (run `ids[3i]`, call `ids[3i+1]`)
-   * as `ids[3i+2]` says (`REPLY_REJECT`, `REPLY_JSON`, `REPLY_TEXT`: see
-   * `dsh_protocol::frame::ReplyKind`) with `texts[i]`. Replies for runs that
-   * have ended are dropped. Returns whether a live run was
-   * answered: the host should then call `linger()` once its current turn is
-   * over.
+   * Answer host calls: reply `i` settles (run `ids[4i]`, call `ids[4i+1]`)
+   * as `ids[4i+2]` says (`REPLY_REJECT`, `REPLY_JSON`, `REPLY_TEXT`: see
+   * `dsh_protocol::frame::ReplyKind`) with its text, the next of `texts`;
+   * a JSON reply with `ids[4i+3]` long strings beside it (0 for every
+   * other) takes the next `1 + ids[4i+3]` texts too: their paths, then
+   * the strings (`dsh_protocol::frame::Answer`). Replies for runs that
+   * have ended are dropped. Returns whether a live run was answered: the
+   * host should then call `linger()` once its current turn is over.
    */
   reply(ids: Uint32Array, texts: Array<string>): boolean
   /**
@@ -407,7 +409,8 @@ export interface NativeStats {
 
 /**
  * Numbers per reply in the `ids` that `reply(ids, texts)` takes: run id,
- * call id, and how its text answers the call (one of the three below).
+ * call id, how its text answers the call (one of the three below), and
+ * how many long strings cross beside a JSON reply's text.
  */
 export declare const REPLY_IDS: number
 

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { RUN_REPORT, type V8CodeRunReport } from '../lib/index.js'
 import { mount, mountReference, tools, type Mounted } from './helpers.js'
 
 let m: Mounted
@@ -564,6 +565,78 @@ describe('long string arguments (they cross beside the JSON)', () => {
       { bindings: tools(e.fns) },
     )
     expect(result).toEqual({ logs: [], value: [true, true, true, true] })
+  })
+})
+
+describe('long string results (they cross beside the JSON)', () => {
+  // What read_file, a shell or a search returns: objects and arrays
+  // holding long strings, at any depth. Each case is a tool's result; the
+  // program describes what it received (every string's length and a
+  // checksum of its code units, every object's keys and prototype), and
+  // the description must be the reference backend's.
+  const big = 'y'.repeat(70_000) + 'end'
+  const wide = '\u{1F600}w'.repeat(40_000) + '\u00e9'
+  const latin = '\u00e9\u00ff'.repeat(40_000)
+  const lone = '\ud800' + 'z'.repeat(70_000) + '\udc00'
+  const cases: [string, () => unknown][] = [
+    ["read_file's shape", () => ({ path: 'a.txt', text: big })],
+    ["a shell's shape", () => ({ stdout: latin, stderr: wide, code: 0 })],
+    ['an array of matches', () => [{ line: 1, text: big }, { line: 2, text: wide }, null, [latin, 'short']]],
+    ['a lone surrogate (it stays in the JSON)', () => ({ text: lone, list: [lone, big] })],
+    ['the same string in several places', () => ({ a: big, b: [big, { c: big }] })],
+    ['a "__proto__" key', () => JSON.parse(`{"__proto__":${JSON.stringify(big)},"x":{"__proto__":${JSON.stringify(latin)}}}`)],
+    ['keys that need escaping', () => ({ ['a"\\\n\u0000\ud800\u00e9']: big, ['\udfff']: [latin] })],
+    ['a null-prototype object', () => Object.assign(Object.create(null), { x: big, y: null })],
+    ['nested deep', () => JSON.parse('['.repeat(300) + JSON.stringify(wide) + ']'.repeat(300))],
+    ['a long string beside a short one in an array', () => ['short', big]],
+  ]
+  const program = `
+    const describe = (v) => {
+      if (typeof v === 'string') {
+        let sum = 0
+        for (let i = 0; i < v.length; i++) sum = (sum * 31 + v.charCodeAt(i)) >>> 0
+        return ['string', v.length, sum]
+      }
+      if (v === null || typeof v !== 'object') return v
+      const proto = Object.getPrototypeOf(v)
+      const kind = Array.isArray(v) ? 'array' : proto === Object.prototype ? 'object' : 'other'
+      return [kind, Reflect.ownKeys(v).filter((k) => k !== 'length').map((k) => [k, describe(v[k])])]
+    }
+    const seen = []
+    for (let i = 0; i < ${cases.length}; i++) seen.push(describe(await tools.result({ i })))
+    return seen`
+  const bindings = () => tools({ result: async ({ i }: { i: number }) => (cases[i] as [string, () => unknown])[1]() })
+
+  it('reach the program exactly as the reference backend delivers them', async () => {
+    const { losslessJson } = await import('../lib/lossless-json.js')
+    expect(losslessJson.OUT_OF_BAND_LENGTH).toBeLessThanOrEqual(70_000)
+    const reference = await mountReference()
+    try {
+      const expected = await reference.run(program, { bindings: bindings() })
+      const result = await m.run(program, { bindings: bindings() })
+      expect(expected.error).toBeUndefined()
+      const described = (result.value ?? []) as unknown[]
+      cases.forEach(([name], i) => expect([name, described[i]]).toEqual([name, (expected.value as unknown[])[i]]))
+      expect(result).toEqual(expected)
+    } finally {
+      await reference.dispose()
+    }
+  })
+
+  it('are what the run report counts as the result bytes: the JSON and each string beside it, as UTF-8', async () => {
+    const text = '\u00e9'.repeat(70_000)
+    const reports: V8CodeRunReport[] = []
+    const off = m.ctx.on(RUN_REPORT, (report) => void reports.push(report))
+    try {
+      const result = await m.run('const r = await tools.read({}); return r.text === "\u00e9".repeat(70_000)', {
+        bindings: tools({ read: async () => ({ path: 'a', text }) }),
+      })
+      expect(result).toEqual({ logs: [], value: true })
+    } finally {
+      off()
+    }
+    // The JSON crossed with null in the string's place.
+    expect(reports.map((report) => report.resultBytes)).toEqual([Buffer.byteLength('{"path":"a","text":null}') + 2 * 70_000])
   })
 })
 

@@ -202,6 +202,27 @@ describe('a run waiting on a tool when its host dies is executed again', () => {
     await healthy()
   })
 
+  it('a result whose long strings crossed beside its JSON is answered again from the history, whole', async () => {
+    // read_file's shape, and a list of long matches: their strings cross
+    // beside the JSON, and the history holds them with it.
+    const text = 'line\n'.repeat(20_000) + '\u00e9\u{1F600}'
+    const matches = Array.from({ length: 3 }, (_, i) => String(i).repeat(30_000))
+    let reads = 0
+    const hold = held()
+    const pending = m.run(
+      `const file = await tools.read({})
+       const found = await tools.hold({})
+       return [file.path, file.text === ${JSON.stringify(text)}, file.matches.map((s) => s.length + s[0]), found]`,
+      { bindings: tools({ read: async () => (reads++, { path: 'a.txt', text, matches }), hold: hold.fn }) },
+    )
+    await hold.called
+    await hostsReplaced(m, killHosts(m))
+    hold.answer('held')
+    expect(await pending).toEqual({ logs: [], value: ['a.txt', true, ['300000', '300001', '300002'], 'held'] })
+    expect([reads, hold.calls]).toEqual([1, 1])
+    await healthy()
+  })
+
   it('a host that stops answering (SIGSTOP) is replaced, and its waiting run executed again', async () => {
     const quick = await mount({ hostUnresponsiveMs: 300, isolateHosts: 1 })
     try {

@@ -190,7 +190,7 @@ row('4. Promise.all of 10000 calls', 'wall', 'ms', medians(parallel), true, '>= 
 
 for (const [name, program] of Object.entries(PAYLOADS)) {
   const payload = await alternate(program, sizes.bindingRepeats, 2, 0, payloadBindings)
-  row(`4b. 10 calls with ${name}`, 'p50', 'ms', medians(payload), true, 'ref >= 1x')
+  row(`4b. ${name}`, 'p50', 'ms', medians(payload), true, 'ref >= 1x')
 }
 
 const compute = await alternate(COMPUTE, sizes.computeRepeats, 1)

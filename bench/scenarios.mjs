@@ -95,6 +95,9 @@ export function payloadBindings() {
       functions: {
         string1: async () => 'x'.repeat(MIB),
         string4: async () => 'x'.repeat(4 * MIB),
+        // read_file's shape, and a search's list of long matches.
+        file1: async () => ({ path: 'notes.txt', text: 'x'.repeat(MIB) }),
+        strings50: async () => Array.from({ length: 50 }, (_, i) => String.fromCharCode(97 + (i % 26)).repeat(20 * 1024)),
         objects1: async () => SMALL_OBJECTS,
         take: async ({ text }) => text.length,
       },
@@ -102,11 +105,14 @@ export function payloadBindings() {
   ]
 }
 
-/** Ten calls to a payload tool, the total size checked. */
+/** Calls to a payload tool (named by their row), the total size checked. */
 export const PAYLOADS = {
-  'a 1 MB string result': 'let n = 0; for (let i = 0; i < 10; i++) n += (await tools.string1({})).length; return n',
-  'a 4 MB string result': 'let n = 0; for (let i = 0; i < 10; i++) n += (await tools.string4({})).length; return n',
-  'a 1 MB string argument': 'const text = "y".repeat(1 << 20); let n = 0; for (let i = 0; i < 10; i++) n += await tools.take({ text }); return n',
-  'a 4 MB string argument': 'const text = "y".repeat(4 << 20); let n = 0; for (let i = 0; i < 10; i++) n += await tools.take({ text }); return n',
-  'a 1 MB result of small objects': 'let n = 0; for (let i = 0; i < 10; i++) n += (await tools.objects1({})).length; return n',
+  '10 calls with a 1 MB string result': 'let n = 0; for (let i = 0; i < 10; i++) n += (await tools.string1({})).length; return n',
+  '10 calls with a 4 MB string result': 'let n = 0; for (let i = 0; i < 10; i++) n += (await tools.string4({})).length; return n',
+  '20 calls with a { path, text } result of 1 MB': 'let n = 0; for (let i = 0; i < 20; i++) n += (await tools.file1({})).text.length; return n',
+  '10 calls with a result of 50 strings of 20 KB':
+    'let n = 0; for (let i = 0; i < 10; i++) for (const s of await tools.strings50({})) n += s.length; return n',
+  '10 calls with a 1 MB string argument': 'const text = "y".repeat(1 << 20); let n = 0; for (let i = 0; i < 10; i++) n += await tools.take({ text }); return n',
+  '10 calls with a 4 MB string argument': 'const text = "y".repeat(4 << 20); let n = 0; for (let i = 0; i < 10; i++) n += await tools.take({ text }); return n',
+  '10 calls with a 1 MB result of small objects': 'let n = 0; for (let i = 0; i < 10; i++) n += (await tools.objects1({})).length; return n',
 }

@@ -126,6 +126,9 @@
   p.StringPrototypeNormalize = uncurryThis(String.prototype.normalize);
   p.StringPrototypeValueOf = uncurryThis(String.prototype.valueOf);
   p.StringPrototypeToWellFormed = uncurryThis(String.prototype.toWellFormed);
+  // 01_lossless_json.js: a tool's long string crosses beside its result's
+  // JSON only if UTF-8 carries it exactly.
+  p.StringPrototypeIsWellFormed = uncurryThis(String.prototype.isWellFormed);
 
   p.Number = Number;
   p.NumberIsFinite = Number.isFinite;

@@ -9,10 +9,11 @@
 // `undefined` when the value is not lossless JSON. It never calls toJSON,
 // never consults a mutable prototype, and refuses Proxies outright.
 //
-// A call's argument may leave its long strings out of the JSON: encode
-// then writes `null` in their places and collects them with the JSON array
-// of their paths, and decodeWithStrings puts them back on the other side
-// (crates/protocol/src/out_of_band.rs says why and checks the paths).
+// A call's argument, and a tool's result, may leave their long strings out
+// of the JSON: encode then writes `null` in their places and collects them
+// with the JSON array of their paths, and decodeWithStrings puts them back
+// on the other side (crates/protocol/src/out_of_band.rs says why and
+// checks an argument's paths; crates/protocol/src/frame.rs's Answer).
 //
 // Takes: primordials. Provides losslessJson: { encode, decode,
 // decodeWithStrings, TOO_LARGE, OUT_OF_BAND_LENGTH, create(scanLongStrings) }.
@@ -40,6 +41,7 @@
       SetPrototypeHas,
       SetPrototypeDelete,
       ObjectPrototypePropertyIsEnumerable,
+      StringPrototypeIsWellFormed,
       isProxy,
     } = p;
     const SafeSet = p.Set;
@@ -64,7 +66,7 @@
      * Strings at least this long leave the JSON when the caller collects
      * them: below it, the JSON pass costs less than a string of its own.
      */
-    const OUT_OF_BAND_LENGTH = 65536;
+    const OUT_OF_BAND_LENGTH = 16384;
 
     /** JSON text of a string: JSON.stringify, spared for a long clean one. */
     function quote(s) {
@@ -78,12 +80,14 @@
      *   stops early (returning TOO_LARGE) once the text would exceed it.
      *   UTF-8 bytes of escaped JSON are never fewer than its UTF-16 units,
      *   so a text longer than the byte budget can never fit it.
-     * @param outOfBand optional `{ paths: "", strings: null }`: strings of
-     *   OUT_OF_BAND_LENGTH units or more are written as `null` and collected
-     *   here instead, in order (`strings` becomes their array), with `paths`
-     *   the JSON array of their paths (keys as the JSON string tokens
-     *   written for them, indices as numbers); left as it is when there
-     *   are none
+     * @param outOfBand optional `{ paths: "", strings: null, wellFormed }`:
+     *   strings of OUT_OF_BAND_LENGTH units or more are written as `null`
+     *   and collected here instead, in order (`strings` becomes their
+     *   array), with `paths` the JSON array of their paths (keys as the
+     *   JSON string tokens written for them, indices as numbers); left as
+     *   it is when there are none. With `wellFormed`, only well-formed
+     *   strings are collected (they will cross as UTF-8; the JSON keeps a
+     *   lone surrogate as an escape)
      * @returns the JSON text, `undefined` when not lossless, or TOO_LARGE
      */
     function encode(value, maxUnits, outOfBand) {
@@ -91,7 +95,7 @@
       // A primitive root needs no walk.
       switch (typeof value) {
         case "string": {
-          if (outOfBand !== undefined && value.length >= OUT_OF_BAND_LENGTH) {
+          if (outOfBand !== undefined && beside(value)) {
             outOfBand.paths = "[[]]";
             outOfBand.strings = [value];
             return "null";
@@ -144,7 +148,7 @@
         const child = values[i];
         switch (typeof child) {
           case "string":
-            if (outOfBand !== undefined && child.length >= OUT_OF_BAND_LENGTH) {
+            if (outOfBand !== undefined && beside(child)) {
               out += "null";
               collect(child);
             } else {
@@ -177,6 +181,11 @@
       if (out.length > limit) return TOO_LARGE;
       if (strings > 0) outOfBand.paths = paths + "]";
       return out;
+
+      /** Whether `outOfBand` takes the string. */
+      function beside(string) {
+        return string.length >= OUT_OF_BAND_LENGTH && (!outOfBand.wellFormed || StringPrototypeIsWellFormed(string));
+      }
 
       /** Collect the string whose place is the current child's. */
       function collect(string) {

@@ -136,12 +136,15 @@
      * awaits, so V8's async stack trace reaches the program's call site.
      */
     const answer = (entry, batch, i) => {
-      const { oks, raws, texts } = batch;
+      const { oks, raws, texts, beside } = batch;
       if (oks[i] && raws[i]) {
         // A tool's string, crossed as it is.
         entry[0](texts[i]);
       } else if (oks[i]) {
-        const value = losslessJson.decode(texts[i]);
+        // A result's long strings may have crossed beside its JSON.
+        const strings = beside[i];
+        const value =
+          strings === null ? losslessJson.decode(texts[i]) : losslessJson.decodeWithStrings(texts[i], strings.paths, strings.strings);
         if (value === undefined) entry[1](resolutionNotLossless);
         else entry[0](value);
       } else {

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use dsh_protocol::bindings_descriptor::BindingsDescriptor;
 use dsh_protocol::config::HostFacts;
-use dsh_protocol::frame::{HostStats, Reply, ReplyKind, StatNumber};
+use dsh_protocol::frame::{Answer, HostStats, Reply, ReplyKind, StatNumber};
 use dsh_protocol::ledger::{FailureKind, Outcomes, OutputLedger};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
@@ -32,7 +32,7 @@ use napi_derive::napi;
 
 use crate::config_keys::NativeConfig;
 use crate::host_calls::{
-  host_call_batch, CallOutbox, HostCallBatch, HostWake, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT,
+  host_call_batch, CallOutbox, HostCallBatch, HostWake, Utf8Text, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT,
 };
 use crate::run_report::RunCost;
 use crate::run_result::NativeRunResult;
@@ -254,30 +254,46 @@ impl NativeRuntime {
     self.core.supervisor.abort(run_id, reason.to_vec());
   }
 
-  /// Answer host calls: reply `i` settles (run `ids[3i]`, call `ids[3i+1]`)
-  /// as `ids[3i+2]` says (`REPLY_REJECT`, `REPLY_JSON`, `REPLY_TEXT`: see
-  /// `dsh_protocol::frame::ReplyKind`) with `texts[i]`. Replies for runs that
-  /// have ended are dropped. Returns whether a live run was
-  /// answered: the host should then call `linger()` once its current turn is
-  /// over.
-  #[napi]
-  pub fn reply(&self, ids: &[u32], texts: Vec<String>) -> Result<bool> {
-    if ids.len() != texts.len() * REPLY_IDS as usize {
-      return Err(Error::new(Status::InvalidArg, format!("reply ids must hold {REPLY_IDS} numbers per text")));
+  /// Answer host calls: reply `i` settles (run `ids[4i]`, call `ids[4i+1]`)
+  /// as `ids[4i+2]` says (`REPLY_REJECT`, `REPLY_JSON`, `REPLY_TEXT`: see
+  /// `dsh_protocol::frame::ReplyKind`) with its text, the next of `texts`;
+  /// a JSON reply with `ids[4i+3]` long strings beside it (0 for every
+  /// other) takes the next `1 + ids[4i+3]` texts too: their paths, then
+  /// the strings (`dsh_protocol::frame::Answer`). Replies for runs that
+  /// have ended are dropped. Returns whether a live run was answered: the
+  /// host should then call `linger()` once its current turn is over.
+  #[napi(ts_args_type = "ids: Uint32Array, texts: Array<string>")]
+  pub fn reply(&self, ids: &[u32], texts: Vec<Utf8Text>) -> Result<bool> {
+    let invalid = |why: String| Error::new(Status::InvalidArg, why);
+    if !ids.len().is_multiple_of(REPLY_IDS as usize) {
+      return Err(invalid(format!("reply ids must hold {REPLY_IDS} numbers per reply")));
     }
-    let replies = texts
-      .into_iter()
-      .zip(ids.chunks_exact(REPLY_IDS as usize))
-      .map(|(text, id)| {
-        let kind = match id[2] {
-          REPLY_REJECT => ReplyKind::Reject,
-          REPLY_JSON => ReplyKind::Json,
-          REPLY_TEXT => ReplyKind::Text,
-          other => return Err(Error::new(Status::InvalidArg, format!("unknown reply kind {other}"))),
-        };
-        Ok(Reply { run_id: id[0], call_id: id[1], kind, text })
-      })
-      .collect::<Result<_>>()?;
+    let mut texts = texts.into_iter().map(|Utf8Text(text)| text);
+    let mut replies = Vec::with_capacity(ids.len() / REPLY_IDS as usize);
+    for id in ids.chunks_exact(REPLY_IDS as usize) {
+      let kind = match id[2] {
+        REPLY_REJECT => ReplyKind::Reject,
+        REPLY_JSON => ReplyKind::Json,
+        REPLY_TEXT => ReplyKind::Text,
+        other => return Err(invalid(format!("unknown reply kind {other}"))),
+      };
+      let missing = || invalid("fewer reply texts than the ids name".to_owned());
+      let mut answer = Answer::plain(kind, texts.next().ok_or_else(missing)?);
+      if id[3] > 0 {
+        if kind != ReplyKind::Json {
+          return Err(invalid("strings beside a reply that is not JSON".to_owned()));
+        }
+        answer.paths = texts.next().ok_or_else(missing)?;
+        answer.strings = texts.by_ref().take(id[3] as usize).collect();
+        if answer.strings.len() != id[3] as usize {
+          return Err(missing());
+        }
+      }
+      replies.push(Reply { run_id: id[0], call_id: id[1], answer });
+    }
+    if texts.next().is_some() {
+      return Err(invalid("more reply texts than the ids name".to_owned()));
+    }
     Ok(self.core.supervisor.reply(replies))
   }
 

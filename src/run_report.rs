@@ -55,9 +55,10 @@ impl RunCost {
     self.refused_calls = self.refused_calls.max(call_id.saturating_add(1).saturating_sub(max_calls));
   }
 
-  /// A host function's result of `bytes` was taken for one of its calls.
-  pub fn answered(&mut self, bytes: usize) {
-    self.result_bytes = self.result_bytes.saturating_add(bytes as u64);
+  /// A host function's result of `bytes` (`Answer::bytes`) was taken for
+  /// one of its calls.
+  pub fn answered(&mut self, bytes: u64) {
+    self.result_bytes = self.result_bytes.saturating_add(bytes);
   }
 
   /// The run started on the host whose pid is `pid`.

@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 use dsh_protocol::config::RuntimeConfig;
 use dsh_protocol::failure::{failure, HostLoss, StopReason, MAX_HOSTS_LOST};
 use dsh_protocol::frame::{
-  encode_replies, encode_submit, FromHost, HostCall, HostStats, Reply, ReplyKind, RunSeed, Submission, ToHost,
+  encode_replies, encode_submit, Answer, FromHost, HostCall, HostStats, Reply, ReplyKind, RunSeed, Submission, ToHost,
 };
 use dsh_protocol::history::{CallIdentity, CallVerdict, Divergence, LogVerdict, ReplyVerdict, RunHistory};
 use dsh_protocol::inbox::{Inbox, Next, Ready};
@@ -671,17 +671,17 @@ impl Supervisor {
     let mut state = lock(&self.state);
     let mut by_host: Vec<(Arc<Host>, Vec<Outgoing>)> = Vec::new();
     let mut touched = Vec::new();
-    for Reply { run_id, call_id, kind, text } in replies {
+    for Reply { run_id, call_id, answer } in replies {
       let Some(record) = state.runs.get_mut(&run_id) else { continue };
-      let bytes = text.len();
-      let verdict = record.history.reply(call_id, kind, text);
+      let bytes = answer.bytes();
+      let verdict = record.history.reply(call_id, answer);
       if !matches!(verdict, ReplyVerdict::Unwanted) {
         record.cost.answered(bytes);
       }
       let outgoing = match verdict {
         ReplyVerdict::Unwanted | ReplyVerdict::Held { send: false, .. } => None,
         ReplyVerdict::Held { send: true, .. } => Some(Outgoing::Held { run_id, call_id }),
-        ReplyVerdict::Pass(text) => Some(Outgoing::Passed(Reply { run_id, call_id, kind, text })),
+        ReplyVerdict::Pass(answer) => Some(Outgoing::Passed(Reply { run_id, call_id, answer })),
       };
       let on = record.host;
       touched.push(run_id);
@@ -697,7 +697,7 @@ impl Supervisor {
       .into_iter()
       .map(|(host, batch)| {
         let mut frame = Vec::new();
-        let replies: Vec<_> = batch.iter().filter_map(|outgoing| outgoing.text(&state)).collect();
+        let replies: Vec<_> = batch.iter().filter_map(|outgoing| outgoing.answer(&state)).collect();
         encode_replies(&mut frame, &replies);
         (host, frame)
       })
@@ -1080,10 +1080,10 @@ impl Supervisor {
           record.cost.called(&call);
           to_tools.push(call);
         }
-        CallVerdict::Answer(kind, text) => answers.push(Reply { run_id, call_id: call.call_id, kind, text }),
+        CallVerdict::Answer(answer) => answers.push(Reply { run_id, call_id: call.call_id, answer }),
         CallVerdict::Refused(text) => {
           record.cost.refused(call.call_id, self.settings.max_tool_calls);
-          answers.push(Reply { run_id, call_id: call.call_id, kind: ReplyKind::Reject, text });
+          answers.push(Reply { run_id, call_id: call.call_id, answer: Answer::plain(ReplyKind::Reject, text) });
         }
         CallVerdict::AwaitAnswer => {}
         CallVerdict::Diverged(divergence) => diverge(record, run_id, divergence, host),
@@ -1430,13 +1430,13 @@ enum Outgoing {
 }
 
 impl Outgoing {
-  fn text<'a>(&'a self, state: &'a State) -> Option<(u32, u32, ReplyKind, &'a str)> {
+  fn answer<'a>(&'a self, state: &'a State) -> Option<(u32, u32, &'a Answer)> {
     match self {
       Outgoing::Held { run_id, call_id } => {
-        let (kind, text) = state.runs.get(run_id)?.history.held(*call_id)?;
-        Some((*run_id, *call_id, kind, text))
+        let answer = state.runs.get(run_id)?.history.held(*call_id)?;
+        Some((*run_id, *call_id, answer))
       }
-      Outgoing::Passed(reply) => Some((reply.run_id, reply.call_id, reply.kind, &reply.text)),
+      Outgoing::Passed(reply) => Some((reply.run_id, reply.call_id, &reply.answer)),
     }
   }
 }

@@ -17,7 +17,7 @@ import {
   RESOLUTION_NOT_LOSSLESS,
   type NativeRuntime,
 } from './native.js'
-import { encodeLossless, losslessJson } from './lossless-json.js'
+import { encodeLossless, losslessJson, type OutOfBand } from './lossless-json.js'
 
 const JSONStringify = JSON.stringify
 /** Captured: a tool's result must not change how its answer is checked. */
@@ -54,7 +54,9 @@ export class HostCalls {
   }
 
   /** Replies waiting to cross back, flushed once per microtask drain:
-   *  three ids per reply (run id, call id, how the text answers it). */
+   *  REPLY_IDS numbers per reply (run id, call id, how the text answers
+   *  it, how many strings cross beside it) and its texts (the text; then,
+   *  with strings beside it, their paths and the strings). */
   private replyIds: number[] = []
   private replyTexts: string[] = []
   private flushQueued = false
@@ -86,22 +88,26 @@ export class HostCalls {
   }
 
   /**
-   * Queue one reply; all replies settled in the same turn cross together.
-   * A resolution is already JSON text; a rejection message crosses as a
-   * JSON string literal, which keeps a lone surrogate (the crossing is
-   * UTF-8, which would replace it).
+   * Queue a rejection with `message`. It crosses as a JSON string literal,
+   * which keeps a lone surrogate (the crossing is UTF-8, which would
+   * replace it).
    */
-  private reply(runId: number, callId: number, ok: boolean, text: string): void {
-    // A rejection's message crosses as a JSON string literal, which keeps a
-    // lone surrogate the UTF-8 crossing would replace.
-    this.answer(runId, callId, ok ? REPLY_JSON : REPLY_REJECT, ok ? text : JSONStringify(text))
+  private reject(runId: number, callId: number, message: string): void {
+    this.answer(runId, callId, REPLY_REJECT, JSONStringify(message))
   }
 
-  private answer(runId: number, callId: number, kind: number, text: string): void {
+  /** Queue one reply; all replies settled in the same turn cross together. */
+  private answer(runId: number, callId: number, kind: number, text: string, beside?: OutOfBand): void {
     // The addon's REPLY_IDS numbers per reply, in its order (it refuses
     // a batch of any other shape, so a disagreement fails every call).
-    this.replyIds.push(runId, callId, kind)
-    this.replyTexts.push(text)
+    const strings = beside?.strings
+    if (strings) {
+      this.replyIds.push(runId, callId, kind, strings.length)
+      this.replyTexts.push(text, beside.paths, ...strings)
+    } else {
+      this.replyIds.push(runId, callId, kind, 0)
+      this.replyTexts.push(text)
+    }
     if (!this.flushQueued) {
       this.flushQueued = true
       queueMicrotask(this.flush)
@@ -126,7 +132,7 @@ export class HostCalls {
         // dispatch is meant to be total; should it ever throw, the call is
         // still answered and nothing escapes into the addon's callback
         // (where it would be an uncaught exception of the host process).
-        if (this.runs.has(runId)) this.reply(runId, callId, false, `binding dispatch failed: ${messageOf(error)}`)
+        if (this.runs.has(runId)) this.reject(runId, callId, `binding dispatch failed: ${messageOf(error)}`)
       }
     }
   }
@@ -138,7 +144,7 @@ export class HostCalls {
     const name = host.names[fnIndex] as string
     const fn = Object.hasOwn(host.record, name) ? host.record[name] : undefined
     if (typeof fn !== 'function') {
-      this.reply(runId, callId, false, `unknown binding ${JSONStringify(`${host.global}.${name}`)}`)
+      this.reject(runId, callId, `unknown binding ${JSONStringify(`${host.global}.${name}`)}`)
       return
     }
     const args =
@@ -146,14 +152,14 @@ export class HostCalls {
         ? losslessJson.decode(argument)
         : losslessJson.decodeWithStrings(argument[0] as string, argument[1] as string, argument.slice(2))
     if (args === undefined) {
-      this.reply(runId, callId, false, ARGUMENTS_NOT_LOSSLESS)
+      this.reject(runId, callId, ARGUMENTS_NOT_LOSSLESS)
       return
     }
     let pending: unknown
     try {
       pending = fn(args)
     } catch (error) {
-      this.reply(runId, callId, false, messageOf(error))
+      this.reject(runId, callId, messageOf(error))
       return
     }
     // Not Promise.resolve(pending): for a native promise it reads
@@ -168,11 +174,13 @@ export class HostCalls {
           this.answer(runId, callId, REPLY_TEXT, value)
           return
         }
-        const text = encodeLossless(value)
-        if (text === undefined) this.reply(runId, callId, false, RESOLUTION_NOT_LOSSLESS)
-        else this.reply(runId, callId, true, text)
+        // Its long strings cross beside its JSON, as the bare string does.
+        const beside: OutOfBand = { paths: '', strings: null, wellFormed: true }
+        const text = encodeLossless(value, beside)
+        if (text === undefined) this.reject(runId, callId, RESOLUTION_NOT_LOSSLESS)
+        else this.answer(runId, callId, REPLY_JSON, text, beside)
       },
-      (error: unknown) => this.reply(runId, callId, false, messageOf(error)),
+      (error: unknown) => this.reject(runId, callId, messageOf(error)),
     )
   }
 }

@@ -10,8 +10,12 @@ import { types } from 'node:util'
 
 /** A value the encoder refused as too large for its bound. */
 export interface LosslessJson {
-  /** Compact JSON text of a lossless value, or `undefined` when not lossless. */
-  encode(value: unknown): string | undefined | object
+  /**
+   * Compact JSON text of a lossless value, or `undefined` when not
+   * lossless; with `outOfBand`, its long strings are left out of the text
+   * and collected there (`js/01_lossless_json.js`).
+   */
+  encode(value: unknown, maxUnits?: number, outOfBand?: OutOfBand): string | undefined | object
   /** Decode and re-check JSON text, or `undefined` when not lossless. */
   decode(text: string): unknown
   /**
@@ -21,8 +25,18 @@ export interface LosslessJson {
    */
   decodeWithStrings(text: string, pathsText: string, strings: string[]): unknown
   readonly TOO_LARGE: object
-  /** Strings at least this long cross beside a call argument's JSON. */
+  /** Strings at least this long cross beside a call argument's or a result's JSON. */
   readonly OUT_OF_BAND_LENGTH: number
+}
+
+/** Where `encode` collects the long strings it leaves out of the text. */
+export interface OutOfBand {
+  /** The JSON array of their paths (set only when there are some). */
+  paths: string
+  /** The strings, in the order of their paths (null when there are none). */
+  strings: string[] | null
+  /** Collect only well-formed strings (those UTF-8 carries exactly). */
+  wellFormed: boolean
 }
 
 function load(): LosslessJson {
@@ -49,10 +63,13 @@ function v8Before(major: number, minor: number): boolean {
 
 export const losslessJson: LosslessJson = load()
 
-/** Compact JSON text of `value`, or `undefined` when it is not lossless JSON. */
-export function encodeLossless(value: unknown): string | undefined {
+/**
+ * Compact JSON text of `value`, or `undefined` when it is not lossless
+ * JSON; with `outOfBand`, long strings are collected there instead.
+ */
+export function encodeLossless(value: unknown, outOfBand?: OutOfBand): string | undefined {
   try {
-    const text = losslessJson.encode(value)
+    const text = losslessJson.encode(value, undefined, outOfBand)
     return typeof text === 'string' ? text : undefined
   } catch {
     // A throwing getter (or a revoked proxy) makes the value not lossless.

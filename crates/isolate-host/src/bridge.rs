@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use dsh_protocol::config::spinning_helps;
-use dsh_protocol::frame::{HostCall, ReplyKind, CALLS_FRAME_OVERHEAD};
+use dsh_protocol::frame::{Answer, HostCall, CALLS_FRAME_OVERHEAD};
 use dsh_protocol::out_of_band::RawString;
 
 use crate::budget;
@@ -45,13 +45,10 @@ use crate::live_runs::LiveRuns;
 use crate::lock::lock;
 use crate::sandbox_ext::{take_handed, HeldMemory};
 
-/// A host function's answer: how its text answers the call, and the text.
-pub type Reply = (ReplyKind, String);
-
 /// The replies waiting for one run's pump.
 #[derive(Default)]
 pub struct Mailbox {
-  replies: Mutex<Vec<(u32, Reply)>>,
+  replies: Mutex<Vec<(u32, Answer)>>,
   /// Set with every delivery: the pump's brief spin watches this, not the lock.
   pending: AtomicBool,
   /// The pump is parked (or about to park): only then does a delivery
@@ -104,7 +101,7 @@ pub type TakeReplies = Box<dyn Fn() + Send + Sync>;
 const SPIN_BEFORE_PARK: Duration = Duration::from_micros(200);
 
 impl Mailbox {
-  fn try_take(&self) -> Option<Vec<(u32, Reply)>> {
+  fn try_take(&self) -> Option<Vec<(u32, Answer)>> {
     let mut replies = lock(&self.replies);
     self.pending.store(false, Ordering::Release);
     (!replies.is_empty()).then(|| std::mem::take(&mut *replies))
@@ -112,14 +109,14 @@ impl Mailbox {
 
   /// Wait until at least one reply is here, then take them all. The spin
   /// (see [`SPIN_BEFORE_PARK`]) is not charged to the run's budget.
-  pub async fn take(&self) -> Vec<(u32, Reply)> {
+  pub async fn take(&self) -> Vec<(u32, Answer)> {
     let waiting_since = Instant::now();
     let replies = self.wait().await;
     self.spin_next.store(waiting_since.elapsed() < SPIN_BEFORE_PARK, Ordering::Relaxed);
     replies
   }
 
-  async fn wait(&self) -> Vec<(u32, Reply)> {
+  async fn wait(&self) -> Vec<(u32, Answer)> {
     loop {
       if let Some(replies) = self.try_take() {
         return replies;
@@ -306,7 +303,7 @@ impl Bridge {
 
   /// Deliver host replies, waking each run's pump once; replies for runs
   /// that are not executing are dropped.
-  pub fn reply_all(&self, replies: impl Iterator<Item = (u32, u32, Reply)>) {
+  pub fn reply_all(&self, replies: impl Iterator<Item = (u32, u32, Answer)>) {
     let mut touched: Vec<Arc<Mailbox>> = Vec::new();
     let replies = replies.map(|(run_id, call_id, reply)| (run_id, (call_id, reply)));
     self.runs.route(replies, |run, (call_id, reply)| {

@@ -149,7 +149,7 @@ impl Drop for RunRegistration {
 mod tests {
   use super::*;
   use crate::budget::PhaseObserver;
-  use dsh_protocol::frame::ReplyKind;
+  use dsh_protocol::frame::{Answer, ReplyKind};
   use std::time::Duration;
 
   struct Unobserved;
@@ -183,7 +183,7 @@ mod tests {
     let runs = Arc::new(LiveRuns::default());
     let bridge = crate::bridge::Bridge::new(runs.clone());
     let _registration = runs.register(1, budget());
-    let reply = |run_id: u32, call_id: u32| (run_id, call_id, (ReplyKind::Json, call_id.to_string()));
+    let reply = |run_id: u32, call_id: u32| (run_id, call_id, Answer::plain(ReplyKind::Json, call_id.to_string()));
     let pump = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
     let ids = |mailbox: &Mailbox| pump.block_on(mailbox.take()).into_iter().map(|(id, _)| id).collect::<Vec<_>>();
     // Queued: not executing yet.

@@ -245,7 +245,7 @@ fn main() {
 
 /// Hand host replies to the runs' mailboxes.
 fn deliver_replies(bridge: &Bridge, replies: Vec<Reply>) {
-  bridge.reply_all(replies.into_iter().map(|reply| (reply.run_id, reply.call_id, (reply.kind, reply.text))))
+  bridge.reply_all(replies.into_iter().map(|reply| (reply.run_id, reply.call_id, reply.answer)))
 }
 
 /// The harness sent a frame this host cannot read: the two are out of step.

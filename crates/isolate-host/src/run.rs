@@ -22,11 +22,11 @@ use crate::external_memory::ExternalMemory;
 use crate::icu_memory::ChargeIcu;
 use crate::isolate::{heap_limit_with_room, PreparedIsolate};
 use crate::ledger::{FailureKind, Output, OutputLedger};
-use crate::sandbox_ext::{HostSlot, RepliesFuture, ReplyBatch, SandboxHost, Settlement};
+use crate::sandbox_ext::{HostSlot, RepliesFuture, ReplyBatch, SandboxHost, Settlement, StringsBeside};
 use crate::transpile::{strip_types, PROGRAM_NAME};
 use dsh_protocol::contract::COMPLETION_NOT_LOSSLESS;
 use dsh_protocol::failure::{failure, StopReason};
-use dsh_protocol::frame::{ExecutionCost, ReplyKind, RunSeed};
+use dsh_protocol::frame::{Answer, ExecutionCost, ReplyKind, RunSeed};
 use dsh_protocol::history::HistoryEnd;
 use dsh_protocol::out_of_band::RawString;
 use dsh_protocol::readings::{Clock, Readings};
@@ -230,11 +230,12 @@ impl SandboxHost for RunHost {
       // armed it) before it waits for any reply.
       bridge.flush();
       let mut batch = ReplyBatch::default();
-      for (id, (kind, text)) in mailbox.take().await {
+      for (id, Answer { kind, text, paths, strings }) in mailbox.take().await {
         batch.ids.push(id);
         batch.oks.push(kind != ReplyKind::Reject);
         batch.raws.push(kind == ReplyKind::Text);
         batch.texts.push(text);
+        batch.beside.push((!strings.is_empty()).then_some(StringsBeside { paths, strings }));
       }
       batch
     })

@@ -43,14 +43,25 @@ pub type RepliesFuture = Pin<Box<dyn Future<Output = ReplyBatch>>>;
 
 /// Replies to host calls, as columns: reply `i` answers call `ids[i]`,
 /// resolving when `oks[i]` with `texts[i]` itself when `raws[i]`, else with
-/// the value whose JSON text it is; rejecting otherwise, with the message
-/// whose JSON string literal is `texts[i]`.
+/// the value whose JSON text it is (with `beside[i]`'s strings in their
+/// places, when it has some); rejecting otherwise, with the message whose
+/// JSON string literal is `texts[i]`.
 #[derive(Debug, Default, serde::Serialize)]
 pub struct ReplyBatch {
   pub ids: Vec<u32>,
   pub oks: Vec<bool>,
   pub raws: Vec<bool>,
   pub texts: Vec<String>,
+  pub beside: Vec<Option<StringsBeside>>,
+}
+
+/// The long strings of a JSON reply that crossed beside its text
+/// (`dsh_protocol::frame::Answer`): the JSON array of their paths, and the
+/// strings in that order.
+#[derive(Debug, serde::Serialize)]
+pub struct StringsBeside {
+  pub paths: String,
+  pub strings: Vec<String>,
 }
 
 /// How a program settled, as reported by the bootstrap's driver.

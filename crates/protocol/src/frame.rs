@@ -94,13 +94,20 @@ pub enum ToHost {
   Shutdown,
 }
 
-/// Append a [`ToHost::Replies`] frame of (run id, call id, kind, text)
-/// replies, from wherever their texts are held (the harness holds them in
+/// Append a [`ToHost::Replies`] frame of (run id, call id, answer)
+/// replies, from wherever their answers are held (the harness holds them in
 /// the runs' histories, and encodes them from there).
-pub fn encode_replies(out: &mut Vec<u8>, replies: &[(u32, u32, ReplyKind, &str)]) {
+pub fn encode_replies(out: &mut Vec<u8>, replies: &[(u32, u32, &Answer)]) {
   let mut frame = FrameWriter::new(out, REPLIES).u32(len32(replies.len()));
-  for &(run_id, call_id, kind, text) in replies {
-    frame = frame.u32(run_id).u32(call_id).u8(kind as u8).text(text);
+  for &(run_id, call_id, answer) in replies {
+    frame = frame.u32(run_id).u32(call_id).u8(answer.kind as u8).text(&answer.text);
+    frame = frame.u32(len32(answer.strings.len()));
+    if !answer.strings.is_empty() {
+      frame = frame.text(&answer.paths);
+      for string in &answer.strings {
+        frame = frame.text(string);
+      }
+    }
   }
   frame.finish()
 }
@@ -117,8 +124,37 @@ pub type RunSeed = [u64; 4];
 pub struct Reply {
   pub run_id: u32,
   pub call_id: u32,
+  pub answer: Answer,
+}
+
+/// What answers a call: how, its text, and (a JSON answer only) the long
+/// strings of its value that cross beside the text, as a call's argument's
+/// do (`out_of_band`): a tool's `{ path, text }` crosses without its text
+/// passing through JSON on either side. The strings are well-formed (UTF-8
+/// carries them exactly); one that is not stays in the JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
   pub kind: ReplyKind,
+  /// The JSON text (with `null` where each of `strings` goes), the string
+  /// itself, or the rejection's message as a JSON string literal.
   pub text: String,
+  /// When `strings` is not empty: the JSON array of their paths into `text`.
+  pub paths: String,
+  pub strings: Vec<String>,
+}
+
+impl Answer {
+  /// An answer whose text is all of it.
+  pub fn plain(kind: ReplyKind, text: String) -> Answer {
+    Answer { kind, text, paths: String::new(), strings: Vec::new() }
+  }
+
+  /// The bytes its value crossed as: the text and the strings beside it
+  /// (UTF-8), their paths not counted (as a call's argument's are not).
+  pub fn bytes(&self) -> u64 {
+    let beside: u64 = self.strings.iter().map(|string| string.len() as u64).sum();
+    (self.text.len() as u64).saturating_add(beside)
+  }
 }
 
 /// How a [`Reply`]'s text answers its call. The codes are what the
@@ -128,7 +164,8 @@ pub enum ReplyKind {
   /// Reject with the message whose JSON string literal is the text (a
   /// literal, so that lone surrogates survive the UTF-8 crossing).
   Reject = 0,
-  /// Resolve with the value whose lossless JSON is the text.
+  /// Resolve with the value whose lossless JSON is the text (and the
+  /// answer's strings, each in its place).
   Json = 1,
   /// Resolve with the text itself: a tool's string result (well formed,
   /// so UTF-8 carries it exactly) crosses as it is, with no JSON pass on
@@ -547,8 +584,7 @@ impl ToHost {
       ),
       ToHost::Abort { run_id, reason } => FrameWriter::new(out, ABORT).u32(*run_id).utf16(reason).finish(),
       ToHost::Replies(replies) => {
-        let replies: Vec<_> =
-          replies.iter().map(|reply| (reply.run_id, reply.call_id, reply.kind, reply.text.as_str())).collect();
+        let replies: Vec<_> = replies.iter().map(|reply| (reply.run_id, reply.call_id, &reply.answer)).collect();
         encode_replies(out, &replies)
       }
       ToHost::StatsRequest { seq } => FrameWriter::new(out, STATS_REQUEST).u64(*seq).finish(),
@@ -576,16 +612,27 @@ impl ToHost {
       },
       ABORT => ToHost::Abort { run_id: fields.u32()?, reason: fields.utf16()? },
       REPLIES => {
-        let count = fields.count(9)?;
+        // Run id, call id, kind, the text's length, the count of strings.
+        let count = fields.count(4 + 4 + 1 + 4 + 4)?;
         let mut replies = Vec::with_capacity(count);
         for _ in 0..count {
-          replies.push(Reply {
-            run_id: fields.u32()?,
-            call_id: fields.u32()?,
-            kind: ReplyKind::from_code(fields.u8()?)
-              .ok_or_else(|| ProtocolError("a reply of an unknown kind".to_owned()))?,
-            text: fields.text()?,
-          });
+          let run_id = fields.u32()?;
+          let call_id = fields.u32()?;
+          let kind =
+            ReplyKind::from_code(fields.u8()?).ok_or_else(|| ProtocolError("a reply of an unknown kind".to_owned()))?;
+          let mut answer = Answer::plain(kind, fields.text()?);
+          let strings = fields.count(4)?;
+          if strings > 0 {
+            if kind != ReplyKind::Json {
+              return Err(ProtocolError("strings beside an answer that is not JSON".to_owned()));
+            }
+            answer.paths = fields.text()?;
+            answer.strings.reserve_exact(strings);
+            for _ in 0..strings {
+              answer.strings.push(fields.text()?);
+            }
+          }
+          replies.push(Reply { run_id, call_id, answer });
         }
         ToHost::Replies(replies)
       }
@@ -931,9 +978,19 @@ mod tests {
     });
     round_trip_to_host(ToHost::Abort { run_id: 1, reason: vec![0xd800, 0x41] });
     round_trip_to_host(ToHost::Replies(vec![
-      Reply { run_id: 1, call_id: 2, kind: ReplyKind::Json, text: "[1]".into() },
-      Reply { run_id: 3, call_id: 4, kind: ReplyKind::Reject, text: "\"no\"".into() },
-      Reply { run_id: 5, call_id: 6, kind: ReplyKind::Text, text: "as it is".into() },
+      Reply { run_id: 1, call_id: 2, answer: Answer::plain(ReplyKind::Json, "[1]".into()) },
+      Reply { run_id: 3, call_id: 4, answer: Answer::plain(ReplyKind::Reject, "\"no\"".into()) },
+      Reply { run_id: 5, call_id: 6, answer: Answer::plain(ReplyKind::Text, "as it is".into()) },
+      Reply {
+        run_id: 7,
+        call_id: 8,
+        answer: Answer {
+          kind: ReplyKind::Json,
+          text: "{\"path\":\"a\",\"text\":null,\"more\":[null]}".into(),
+          paths: "[[\"text\"],[\"more\",0]]".into(),
+          strings: vec!["é".repeat(3), String::new()],
+        },
+      },
     ]));
     round_trip_to_host(ToHost::StatsRequest { seq: u64::MAX });
     round_trip_to_host(ToHost::Shutdown);
@@ -1102,6 +1159,17 @@ mod tests {
     long[17..21].copy_from_slice(&u32::MAX.to_le_bytes()); // the wall stream's count
     assert!(FromHost::decode(&long[4..]).is_err());
     assert!(FromHost::decode(&frame[4..]).is_ok());
+  }
+
+  /// Only a JSON answer has places for strings beside its text.
+  #[test]
+  fn strings_beside_an_answer_that_is_not_json_are_refused() {
+    for kind in [ReplyKind::Reject, ReplyKind::Text] {
+      let answer = Answer { kind, text: "\"a\"".into(), paths: "[[]]".into(), strings: vec!["b".into()] };
+      let mut frame = Vec::new();
+      encode_replies(&mut frame, &[(1, 0, &answer)]);
+      assert_eq!(ToHost::decode(&frame[4..]), Err(ProtocolError("strings beside an answer that is not JSON".into())));
+    }
   }
 
   fn no_strings() -> HostCall {

@@ -39,7 +39,7 @@
 use std::fmt;
 
 use crate::failure::tool_calls_over;
-use crate::frame::{HostCall, ReplyKind};
+use crate::frame::{Answer, HostCall};
 use crate::ledger::OutputLedger;
 use crate::out_of_band::RawString;
 use crate::readings::Readings;
@@ -92,17 +92,17 @@ impl CallIdentity {
 
 /// How a recorded call stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Answer {
+enum Recorded {
   /// The tool has not answered yet.
   Awaited,
-  /// The tool's reply, held to answer the call again.
-  Held(ReplyKind, String),
+  /// The tool's answer, held to answer the call again.
+  Held(Answer),
 }
 
 #[derive(Debug)]
 struct RecordedCall {
   identity: CallIdentity,
-  answer: Answer,
+  answer: Recorded,
 }
 
 /// What one execution of the run (its first, or a re-execution) has
@@ -144,8 +144,8 @@ impl fmt::Display for Divergence {
 pub enum CallVerdict {
   /// A new call: send it to the tool.
   Call,
-  /// Made before: answer it with this reply (the tool is not called).
-  Answer(ReplyKind, String),
+  /// Made before: answer it with this (the tool is not called).
+  Answer(Answer),
   /// Past the run's `maxToolCalls`: reject it with this text (a JSON
   /// string of the message); the tool is not called.
   Refused(String),
@@ -167,7 +167,7 @@ pub enum ReplyVerdict {
   Held { send: bool, grew: u64 },
   /// The history was given up: send this to the current execution, which
   /// made the call; nothing is held.
-  Pass(String),
+  Pass(Answer),
   /// No call waits for it (never made, or answered already).
   Unwanted,
 }
@@ -287,7 +287,7 @@ impl RunHistory {
       return (CallVerdict::Call, 0);
     }
     let Some(recorded) = self.calls.get(call.call_id as usize) else {
-      self.calls.push(RecordedCall { identity, answer: Answer::Awaited });
+      self.calls.push(RecordedCall { identity, answer: Recorded::Awaited });
       self.current.unanswered += 1;
       self.bytes += CALL_RECORD_BYTES;
       return (CallVerdict::Call, CALL_RECORD_BYTES);
@@ -296,8 +296,8 @@ impl RunHistory {
       return (CallVerdict::Diverged(Divergence::Call(u64::from(call.call_id) + 1)), 0);
     }
     let verdict = match &recorded.answer {
-      Answer::Held(kind, text) => CallVerdict::Answer(*kind, text.clone()),
-      Answer::Awaited => {
+      Recorded::Held(answer) => CallVerdict::Answer(answer.clone()),
+      Recorded::Awaited => {
         self.current.unanswered += 1;
         CallVerdict::AwaitAnswer
       }
@@ -343,17 +343,17 @@ impl RunHistory {
 
   /// The tool's reply to call `call_id`, taken into the history (held
   /// once: the harness encodes it from here, [`RunHistory::held`]).
-  pub fn reply(&mut self, call_id: u32, kind: ReplyKind, text: String) -> ReplyVerdict {
+  pub fn reply(&mut self, call_id: u32, answer: Answer) -> ReplyVerdict {
     let made = call_id < self.current.calls;
     if self.given_up {
-      return if made { ReplyVerdict::Pass(text) } else { ReplyVerdict::Unwanted };
+      return if made { ReplyVerdict::Pass(answer) } else { ReplyVerdict::Unwanted };
     }
     let Some(recorded) = self.calls.get_mut(call_id as usize) else { return ReplyVerdict::Unwanted };
-    if recorded.answer != Answer::Awaited {
+    if recorded.answer != Recorded::Awaited {
       return ReplyVerdict::Unwanted;
     }
-    let grew = text.len() as u64;
-    recorded.answer = Answer::Held(kind, text);
+    let grew = answer.bytes();
+    recorded.answer = Recorded::Held(answer);
     self.bytes += grew;
     if made {
       self.current.unanswered = self.current.unanswered.saturating_sub(1);
@@ -362,10 +362,10 @@ impl RunHistory {
   }
 
   /// The reply held for call `call_id`, if the history holds one.
-  pub fn held(&self, call_id: u32) -> Option<(ReplyKind, &str)> {
+  pub fn held(&self, call_id: u32) -> Option<&Answer> {
     match &self.calls.get(call_id as usize)?.answer {
-      Answer::Held(kind, text) => Some((*kind, text)),
-      Answer::Awaited => None,
+      Recorded::Held(answer) => Some(answer),
+      Recorded::Awaited => None,
     }
   }
 
@@ -393,6 +393,7 @@ impl RunHistory {
 #[cfg(test)]
 mod tests {
   use super::*;
+  use crate::frame::ReplyKind;
 
   fn call(call_id: u32, args: &str) -> HostCall {
     HostCall {
@@ -414,6 +415,26 @@ mod tests {
     text.encode_utf16().collect()
   }
 
+  /// An answer whose long strings crossed beside its text is held whole
+  /// (text, paths and strings), and counted whole in the history's bytes.
+  #[test]
+  fn an_answer_with_strings_beside_it_is_held_and_counted_whole() {
+    let mut history = RunHistory::new(u32::MAX);
+    assert_eq!(record(&mut history, &call(0, "[]")).0, CallVerdict::Call);
+    let answer = Answer {
+      kind: ReplyKind::Json,
+      text: "{\"text\":null}".into(),
+      paths: "[[\"text\"]]".into(),
+      strings: vec!["é".repeat(10)],
+    };
+    let bytes = (answer.text.len() + 20) as u64;
+    assert_eq!(answer.bytes(), bytes);
+    assert_eq!(history.reply(0, answer.clone()), ReplyVerdict::Held { send: true, grew: bytes });
+    assert_eq!(history.bytes(), CALL_RECORD_BYTES + bytes);
+    history.begin_reexecution();
+    assert_eq!(record(&mut history, &call(0, "[]")).0, CallVerdict::Answer(answer));
+  }
+
   /// A run that made two calls (one answered), wrote a log entry and lost
   /// its host; executed again, it is answered from the history, waits on
   /// the call in flight, and goes on live after it.
@@ -423,7 +444,10 @@ mod tests {
     let mut ledger = OutputLedger::new(1 << 20);
     assert_eq!(record(&mut history, &call(0, "[1]")).0, CallVerdict::Call);
     assert!(history.waiting_on_a_tool());
-    assert_eq!(history.reply(0, ReplyKind::Json, "10".into()), ReplyVerdict::Held { send: true, grew: 2 });
+    assert_eq!(
+      history.reply(0, Answer::plain(ReplyKind::Json, "10".into())),
+      ReplyVerdict::Held { send: true, grew: 2 }
+    );
     assert!(!history.waiting_on_a_tool());
     assert_eq!(history.log(&units("one"), &ledger), LogVerdict::Admit);
     ledger.admit(&units("one"));
@@ -432,16 +456,22 @@ mod tests {
 
     history.begin_reexecution();
     assert!(!history.waiting_on_a_tool());
-    assert_eq!(record(&mut history, &call(0, "[1]")).0, CallVerdict::Answer(ReplyKind::Json, "10".into()));
+    assert_eq!(
+      record(&mut history, &call(0, "[1]")).0,
+      CallVerdict::Answer(Answer::plain(ReplyKind::Json, "10".into()))
+    );
     assert_eq!(history.log(&units("one"), &ledger), LogVerdict::Recorded);
     assert_eq!(history.finish(&ledger), Err(Divergence::FinishedEarly));
     assert_eq!(record(&mut history, &call(1, "[2]")).0, CallVerdict::AwaitAnswer);
     assert!(history.waiting_on_a_tool());
     // The tool answers the call in flight at the death: the reply goes to
     // the execution that made it again.
-    assert_eq!(history.reply(1, ReplyKind::Text, "twenty".into()), ReplyVerdict::Held { send: true, grew: 6 });
-    assert_eq!(history.held(1), Some((ReplyKind::Text, "twenty")));
-    assert_eq!(history.reply(1, ReplyKind::Text, "twice".into()), ReplyVerdict::Unwanted);
+    assert_eq!(
+      history.reply(1, Answer::plain(ReplyKind::Text, "twenty".into())),
+      ReplyVerdict::Held { send: true, grew: 6 }
+    );
+    assert_eq!(history.held(1), Some(&Answer::plain(ReplyKind::Text, "twenty".into())));
+    assert_eq!(history.reply(1, Answer::plain(ReplyKind::Text, "twice".into())), ReplyVerdict::Unwanted);
     assert_eq!(record(&mut history, &call(2, "[3]")).0, CallVerdict::Call);
     assert_eq!(history.log(&units("two"), &ledger), LogVerdict::Admit);
     assert_eq!(history.finish(&ledger), Ok(()));
@@ -455,8 +485,11 @@ mod tests {
     let mut history = RunHistory::new(u32::MAX);
     record(&mut history, &call(0, "[]"));
     history.begin_reexecution();
-    assert_eq!(history.reply(0, ReplyKind::Json, "1".into()), ReplyVerdict::Held { send: false, grew: 1 });
-    assert_eq!(record(&mut history, &call(0, "[]")).0, CallVerdict::Answer(ReplyKind::Json, "1".into()));
+    assert_eq!(
+      history.reply(0, Answer::plain(ReplyKind::Json, "1".into())),
+      ReplyVerdict::Held { send: false, grew: 1 }
+    );
+    assert_eq!(record(&mut history, &call(0, "[]")).0, CallVerdict::Answer(Answer::plain(ReplyKind::Json, "1".into())));
   }
 
   #[test]
@@ -518,9 +551,9 @@ mod tests {
     let refused = CallVerdict::Refused(crate::failure::tool_calls_over(2));
     let mut history = RunHistory::new(2);
     assert_eq!(record(&mut history, &call(0, "[]")).0, CallVerdict::Call);
-    history.reply(0, ReplyKind::Json, "0".into());
+    history.reply(0, Answer::plain(ReplyKind::Json, "0".into()));
     assert_eq!(record(&mut history, &call(1, "[]")).0, CallVerdict::Call);
-    history.reply(1, ReplyKind::Json, "1".into());
+    history.reply(1, Answer::plain(ReplyKind::Json, "1".into()));
     assert_eq!(record(&mut history, &call(2, "[]")), (refused, 0));
     assert_eq!(record(&mut history, &call(3, "[9]")).0, CallVerdict::Refused(crate::failure::tool_calls_over(2)));
     assert!(!history.waiting_on_a_tool());
@@ -530,8 +563,8 @@ mod tests {
     let ledger = OutputLedger::new(1 << 20);
     assert_eq!(history.end(&ledger).calls, 2);
     history.begin_reexecution();
-    assert_eq!(record(&mut history, &call(0, "[]")).0, CallVerdict::Answer(ReplyKind::Json, "0".into()));
-    assert_eq!(record(&mut history, &call(1, "[]")).0, CallVerdict::Answer(ReplyKind::Json, "1".into()));
+    assert_eq!(record(&mut history, &call(0, "[]")).0, CallVerdict::Answer(Answer::plain(ReplyKind::Json, "0".into())));
+    assert_eq!(record(&mut history, &call(1, "[]")).0, CallVerdict::Answer(Answer::plain(ReplyKind::Json, "1".into())));
     assert_eq!(record(&mut history, &call(2, "[]")).0, CallVerdict::Refused(crate::failure::tool_calls_over(2)));
     assert_eq!(history.bytes(), 2 * CALL_RECORD_BYTES + 2);
   }
@@ -556,12 +589,15 @@ mod tests {
     assert_eq!(history.readings(&readings), 0);
     let mut history = RunHistory::new(u32::MAX);
     record(&mut history, &call(0, "[]"));
-    history.reply(0, ReplyKind::Text, "x".repeat(1000));
+    history.reply(0, Answer::plain(ReplyKind::Text, "x".repeat(1000)));
     record(&mut history, &call(1, "[]"));
     assert_eq!(history.bytes(), 2 * CALL_RECORD_BYTES + 1000);
     assert_eq!(history.give_up(), 2 * CALL_RECORD_BYTES + 1000);
     assert!(!history.replayable());
-    assert_eq!(history.reply(1, ReplyKind::Text, "y".into()), ReplyVerdict::Pass("y".into()));
+    assert_eq!(
+      history.reply(1, Answer::plain(ReplyKind::Text, "y".into())),
+      ReplyVerdict::Pass(Answer::plain(ReplyKind::Text, "y".into()))
+    );
     assert_eq!(history.held(0), None);
     assert_eq!(record(&mut history, &call(2, "[]")), (CallVerdict::Call, 0));
     assert!(matches!(record(&mut history, &call(2, "[]")).0, CallVerdict::Violation(_)));
