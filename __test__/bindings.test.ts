@@ -640,6 +640,32 @@ describe('long string results (they cross beside the JSON)', () => {
   })
 })
 
+describe('the same long string in several places', () => {
+  it('crosses once each way: the run report counts its bytes once, in the argument and in the result', async () => {
+    const reports: V8CodeRunReport[] = []
+    const off = m.ctx.on(RUN_REPORT, (report) => void reports.push(report))
+    const seen: unknown[] = []
+    try {
+      const result = await m.run(
+        `const s = 'y'.repeat(70_000)
+         // Equal, not identical: the same value twice.
+         const t = 'y'.repeat(35_000) + 'y'.repeat(35_000)
+         const back = await tools.echo({ a: s, b: [t, { c: s }] })
+         return [back.a === s, back.b[0] === s, back.b[1].c === s, back.z === 'x'.repeat(70_000)]`,
+        { bindings: tools({ echo: async (arg: unknown) => (seen.push(arg), { ...(arg as object), z: 'x'.repeat(70_000) }) }) },
+      )
+      expect(result).toEqual({ logs: [], value: [true, true, true, true] })
+    } finally {
+      off()
+    }
+    const s = 'y'.repeat(70_000)
+    expect(seen).toEqual([{ a: s, b: [s, { c: s }] }])
+    expect(reports.map(({ argumentBytes, resultBytes }) => [argumentBytes, resultBytes])).toEqual([
+      [Buffer.byteLength('{"a":null,"b":[null,{"c":null}]}') + 70_000, Buffer.byteLength('{"a":null,"b":[null,{"c":null}],"z":null}') + 2 * 70_000],
+    ])
+  })
+})
+
 describe('the shared lossless-JSON code, host side', () => {
   it('decode refuses -0 and overflowing numbers however they are spelled, and keeps look-alike strings', async () => {
     const { losslessJson } = await import('../lib/lossless-json.js')
@@ -657,27 +683,36 @@ describe('the shared lossless-JSON code, host side', () => {
     expect(encodeLossless({ a: [1, null, true, 'x'] })).toBe('{"a":[1,null,true,"x"]}')
   })
 
-  it('decodeWithStrings puts each string at its null, and refuses paths that lead elsewhere', async () => {
+  it('decodeWithStrings puts each string at its nulls, and refuses places that lead elsewhere or name strings out of order', async () => {
     const { losslessJson } = await import('../lib/lossless-json.js')
     const place = (text: string, paths: string, strings: string[]) => losslessJson.decodeWithStrings(text, paths, strings)
-    expect(place('null', '[[]]', ['s'])).toBe('s')
-    expect(place('{"a":[null,{"__proto__":null}]}', '[["a",0],["a",1,"__proto__"]]', ['x', 'y'])).toEqual({ a: ['x', JSON.parse('{"__proto__":"y"}')] })
+    expect(place('null', '[[0]]', ['s'])).toBe('s')
+    expect(place('{"a":[null,{"__proto__":null}]}', '[[0,"a",0],[1,"a",1,"__proto__"]]', ['x', 'y'])).toEqual({ a: ['x', JSON.parse('{"__proto__":"y"}')] })
+    // One string in several places.
+    expect(place('[null,{"b":null},null]', '[[0,0],[1,1,"b"],[0,2]]', ['x', 'y'])).toEqual(['x', { b: 'y' }, 'x'])
     const refused: [string, string, string[]][] = [
-      ['{"a":1}', '[["a"]]', ['s']],
-      ['{"a":null}', '[["b"]]', ['s']],
-      ['{"a":null}', '[["a"]]', []],
-      ['{"a":null}', '[["a"]]', ['s', 't']],
-      ['[null]', '[["0"]]', ['s']],
-      ['{"0":null}', '[[0]]', ['s']],
-      ['[null]', '[[1]]', ['s']],
-      ['{}', '[["__proto__"]]', ['s']],
-      ['{}', '[["constructor"]]', ['s']],
-      ['[null]', '[["length"]]', ['s']],
+      ['{"a":1}', '[[0,"a"]]', ['s']],
+      ['{"a":null}', '[[0,"b"]]', ['s']],
+      ['{"a":null}', '[[0,"a"]]', []],
+      ['{"a":null}', '[[0,"a"]]', ['s', 't']],
+      ['{"a":null}', '[[1,"a"]]', ['s', 't']],
+      ['{"a":null,"b":null}', '[[1,"a"],[0,"b"]]', ['s', 't']],
+      ['{"a":null}', '[["a"]]', ['s']],
+      ['{"a":null}', '[[-1,"a"]]', ['s']],
+      ['{"a":null}', '[[0.5,"a"]]', ['s']],
+      ['{"a":null}', '[["0","a"]]', ['s']],
+      ['[null]', '[[0,"0"]]', ['s']],
+      ['{"0":null}', '[[0,0]]', ['s']],
+      ['[null]', '[[0,1]]', ['s']],
+      ['{}', '[[0,"__proto__"]]', ['s']],
+      ['{}', '[[0,"constructor"]]', ['s']],
+      ['[null]', '[[0,"length"]]', ['s']],
       ['{"a":null}', '{"a":0}', ['s']],
       ['{"a":null}', 'not json', ['s']],
-      ['{"a":null}', '[["a","b"]]', ['s']],
+      ['{"a":null}', '[[0,"a","b"]]', ['s']],
       ['{"a":null}', '["a"]', ['s']],
-      ['-0', '[[]]', ['s']],
+      ['{"a":null}', '[[]]', ['s']],
+      ['-0', '[[0]]', ['s']],
     ]
     for (const [text, paths, strings] of refused) expect([text, paths, place(text, paths, strings)]).toEqual([text, paths, undefined])
     expect(Object.prototype).not.toHaveProperty('polluted')

@@ -68,6 +68,14 @@
      */
     const OUT_OF_BAND_LENGTH = 16384;
 
+    /**
+     * How many strings of its length a long string is compared with before
+     * it is taken as new: the same string in several places crosses once,
+     * and many strings of one length cost a bounded number of comparisons
+     * each.
+     */
+    const SAME_STRING_CANDIDATES = 8;
+
     /** JSON text of a string: JSON.stringify, spared for a long clean one. */
     function quote(s) {
       return s.length >= LONG_STRING && RegExpPrototypeExec(ESCAPED, s) === null ? '"' + s + '"' : JSONStringify(s);
@@ -82,10 +90,12 @@
      *   so a text longer than the byte budget can never fit it.
      * @param outOfBand optional `{ paths: "", strings: null, wellFormed }`:
      *   strings of OUT_OF_BAND_LENGTH units or more are written as `null`
-     *   and collected here instead, in order (`strings` becomes their
-     *   array), with `paths` the JSON array of their paths (keys as the
-     *   JSON string tokens written for them, indices as numbers); left as
-     *   it is when there are none. With `wellFormed`, only well-formed
+     *   and collected here instead, each once, in the order of their first
+     *   places (`strings` becomes their array), with `paths` the JSON array
+     *   of their places, each its string's index and then its path (keys as
+     *   the JSON string tokens written for them, indices as numbers:
+     *   crates/protocol/src/out_of_band.rs); left as it is when there are
+     *   none. With `wellFormed`, only well-formed
      *   strings are collected (they will cross as UTF-8; the JSON keeps a
      *   lone surrogate as an escape)
      * @returns the JSON text, `undefined` when not lossless, or TOO_LARGE
@@ -96,7 +106,7 @@
       switch (typeof value) {
         case "string": {
           if (outOfBand !== undefined && beside(value)) {
-            outOfBand.paths = "[[]]";
+            outOfBand.paths = "[[0]]";
             outOfBand.strings = [value];
             return "null";
           }
@@ -127,8 +137,9 @@
       let ancestors;
       let depth = 0;
       let out = "";
-      // The collected strings' paths, as JSON text without its closing "]".
+      // The collected strings' places, as JSON text without its closing "]".
       let paths = "";
+      let places = 0;
       let strings = 0;
       if (!open(value)) return undefined;
       while (depth > 0) {
@@ -179,7 +190,7 @@
         if (out.length > limit) return TOO_LARGE;
       }
       if (out.length > limit) return TOO_LARGE;
-      if (strings > 0) outOfBand.paths = paths + "]";
+      if (places > 0) outOfBand.paths = paths + "]";
       return out;
 
       /** Whether `outOfBand` takes the string. */
@@ -189,17 +200,30 @@
 
       /** Collect the string whose place is the current child's. */
       function collect(string) {
-        let path = "[";
+        // The same string collected before (one of the few of its length
+        // compared), or a new one.
+        let index = strings;
+        for (let s = 0, compared = 0; s < strings && compared < SAME_STRING_CANDIDATES; s++) {
+          const known = outOfBand.strings[s];
+          if (known.length !== string.length) continue;
+          compared++;
+          if (known === string) {
+            index = s;
+            break;
+          }
+        }
+        let place = "[" + index;
         for (let f = 0; f < depth; f++) {
           const i = nexts[f] - 1;
           const keys = keyLists[f];
-          if (f > 0) path += ",";
           // The key token exactly as the JSON text has it.
-          path += keys === null ? "" + i : JSONStringify(keys[i]);
+          place += "," + (keys === null ? "" + i : JSONStringify(keys[i]));
         }
-        if (strings === 0) outOfBand.strings = [];
-        paths += (strings === 0 ? "[" : ",") + path + "]";
-        outOfBand.strings[strings++] = string;
+        paths += (places++ === 0 ? "[" : ",") + place + "]";
+        if (index === strings) {
+          if (strings === 0) outOfBand.strings = [];
+          outOfBand.strings[strings++] = string;
+        }
       }
 
       /**
@@ -284,12 +308,13 @@
 
     /**
      * Decode JSON text whose long strings crossed beside it (see encode's
-     * `outOfBand`), and put each in its place: a `null` at its path.
-     * @param pathsText the JSON array of the strings' paths
-     * @param strings the strings, in the order of their paths
-     * @returns the value, or `undefined` when the text is not lossless JSON
-     *   or a path does not lead to a `null` (the harness checked the paths
-     *   against the text before; this never trusts that check)
+     * `outOfBand`), and put each in its places: a `null` at each path.
+     * @param pathsText the JSON array of the strings' places
+     * @param strings the strings, in the order of their first places
+     * @returns the value, or `undefined` when the text is not lossless JSON,
+     *   a path does not lead to a `null`, or the places do not name each
+     *   string in order (an argument's places were checked against the
+     *   text before; this never trusts that check)
      */
     function decodeWithStrings(text, pathsText, strings) {
       const value = decode(text);
@@ -300,16 +325,23 @@
       } catch {
         return undefined;
       }
-      if (!ArrayIsArray(paths) || paths.length !== strings.length) return undefined;
+      if (!ArrayIsArray(paths)) return undefined;
       // The root's place is the holder's slot 0.
       const holder = [value];
+      // Strings named so far: a place names one of them, or the next.
+      let named = 0;
       for (let s = 0; s < paths.length; s++) {
         const path = paths[s];
         if (!ArrayIsArray(path)) return undefined;
+        const index = path[0];
+        if (typeof index !== "number" || !(index >= 0 && index <= named && index < strings.length) || index % 1 !== 0) {
+          return undefined;
+        }
+        if (index === named) named++;
         // The place is container[step].
         let container = holder;
         let step = 0;
-        for (let i = 0; i < path.length; i++) {
+        for (let i = 1; i < path.length; i++) {
           const next = container[step];
           const key = path[i];
           // Own members of JSON.parse's containers only: an index of an
@@ -322,9 +354,9 @@
           step = key;
         }
         if (container[step] !== null) return undefined;
-        container[step] = strings[s];
+        container[step] = strings[index];
       }
-      return holder[0];
+      return named === strings.length ? holder[0] : undefined;
     }
 
     const TOO_LARGE = p.ObjectFreeze({ __proto__: null, tooLarge: true });

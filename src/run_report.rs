@@ -87,8 +87,8 @@ mod tests {
       call_id: 0,
       namespace: 0,
       function: 0,
-      args: "{\"a\":null}".into(),
-      paths: "[[\"a\"]]".into(),
+      args: "{\"a\":null,\"b\":null}".into(),
+      paths: "[[0,\"a\"],[1,\"b\"]]".into(),
       strings: vec![RawString::Latin1(vec![b'x'; 3]), RawString::Utf16(vec![0x20ac; 2])],
     };
     cost.called(&call);
@@ -98,7 +98,7 @@ mod tests {
     cost.started_on(10);
     cost.started_on(11);
     let ended = cost.ended(2, 1);
-    assert_eq!((ended.calls, ended.argument_bytes, ended.result_bytes), (1, 10 + 3 + 4, 5));
+    assert_eq!((ended.calls, ended.argument_bytes, ended.result_bytes), (1, 19 + 3 + 4, 5));
     assert_eq!((ended.refused_calls, ended.host_pids, ended.log_bytes, ended.reexecutions), (2, vec![10, 11], 2, 1));
   }
 }

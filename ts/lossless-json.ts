@@ -20,8 +20,9 @@ export interface LosslessJson {
   decode(text: string): unknown
   /**
    * Decode JSON text whose long strings crossed beside it, putting each at
-   * its path (`pathsText`, a JSON array of paths, each to a `null`), or
-   * `undefined` when not lossless or a path leads nowhere.
+   * its places (`pathsText`, a JSON array of places, each its string's
+   * index and a path to a `null`), or `undefined` when not lossless, a
+   * path leads nowhere or the places do not name each string in order.
    */
   decodeWithStrings(text: string, pathsText: string, strings: string[]): unknown
   readonly TOO_LARGE: object
@@ -31,9 +32,9 @@ export interface LosslessJson {
 
 /** Where `encode` collects the long strings it leaves out of the text. */
 export interface OutOfBand {
-  /** The JSON array of their paths (set only when there are some). */
+  /** The JSON array of their places (set only when there are some). */
   paths: string
-  /** The strings, in the order of their paths (null when there are none). */
+  /** The strings, each once, in the order of their first places (null when there are none). */
   strings: string[] | null
   /** Collect only well-formed strings (those UTF-8 carries exactly). */
   wellFormed: boolean

@@ -987,7 +987,7 @@ mod tests {
         answer: Answer {
           kind: ReplyKind::Json,
           text: "{\"path\":\"a\",\"text\":null,\"more\":[null]}".into(),
-          paths: "[[\"text\"],[\"more\",0]]".into(),
+          paths: "[[0,\"text\"],[1,\"more\",0]]".into(),
           strings: vec!["é".repeat(3), String::new()],
         },
       },
@@ -1013,7 +1013,7 @@ mod tests {
         namespace: 0,
         function: 0,
         args: "{\"a\":null,\"b\":[null]}".into(),
-        paths: "[[\"a\"],[\"b\",0]]".into(),
+        paths: "[[0,\"a\"],[1,\"b\",0]]".into(),
         strings: vec![RawString::Latin1(vec![0xe9, b'x']), RawString::Utf16(vec![0xd800, 0x41])],
       },
     ]));
@@ -1080,7 +1080,7 @@ mod tests {
       HostCall { args: "[]".into(), ..no_strings() },
       HostCall {
         args: "[null,{\"a\":null}]".into(),
-        paths: "[[0],[1,\"a\"]]".into(),
+        paths: "[[0,0],[1,1,\"a\"]]".into(),
         strings: vec![RawString::Latin1(b"abc".to_vec()), RawString::Utf16(vec![0xdc00, 0x41])],
         ..no_strings()
       },
@@ -1105,7 +1105,7 @@ mod tests {
         namespace: 0,
         function: 0,
         args: "[null,{\"a\":null}]".into(),
-        paths: "[[0],[1,\"a\"]]".into(),
+        paths: "[[0,0],[1,1,\"a\"]]".into(),
         strings: vec![RawString::Latin1(b"abc".to_vec()), RawString::Utf16(vec![0xdc00])],
       },
     ])
@@ -1195,17 +1195,19 @@ mod tests {
       FromHost::decode(&out[4..])
     };
     let one = || vec![RawString::Latin1(b"long".to_vec())];
-    assert!(decode("{\"text\":null}", "[[\"text\"]]", one()).is_ok());
+    assert!(decode("{\"text\":null}", "[[0,\"text\"]]", one()).is_ok());
+    // One string in two places.
+    assert!(decode("[null,null]", "[[0,0],[0,1]]", one()).is_ok());
     // A place that holds a value, a path to nowhere, fewer paths than
     // strings, more, paths that are not paths.
-    assert!(decode("{\"text\":\"short\"}", "[[\"text\"]]", one()).is_err());
-    assert!(decode("{\"text\":null}", "[[\"other\"]]", one()).is_err());
+    assert!(decode("{\"text\":\"short\"}", "[[0,\"text\"]]", one()).is_err());
+    assert!(decode("{\"text\":null}", "[[0,\"other\"]]", one()).is_err());
     assert!(decode("{\"text\":null}", "[]", one()).is_err());
-    assert!(decode("[null,null]", "[[0],[1]]", one()).is_err());
+    assert!(decode("[null,null]", "[[0,0],[1,1]]", one()).is_err());
     assert!(decode("{\"text\":null}", "{\"text\":0}", one()).is_err());
     // An unknown encoding tag.
     let mut out = Vec::new();
-    FromHost::Calls(vec![HostCall { args: "null".into(), paths: "[[]]".into(), strings: one(), ..no_strings() }])
+    FromHost::Calls(vec![HostCall { args: "null".into(), paths: "[[0]]".into(), strings: one(), ..no_strings() }])
       .encode(&mut out);
     let tag = out.len() - 4 - 4 - 1;
     assert_eq!(out[tag], LATIN1);

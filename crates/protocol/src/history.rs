@@ -424,7 +424,7 @@ mod tests {
     let answer = Answer {
       kind: ReplyKind::Json,
       text: "{\"text\":null}".into(),
-      paths: "[[\"text\"]]".into(),
+      paths: "[[0,\"text\"]]".into(),
       strings: vec!["é".repeat(10)],
     };
     let bytes = (answer.text.len() + 20) as u64;
@@ -512,7 +512,7 @@ mod tests {
     assert_eq!(history.log(&units("b"), &ledger), LogVerdict::Diverged(Divergence::Log(1)));
     // A long string that crossed beside the JSON is part of the argument.
     let mut with_string = call(0, "[1]");
-    with_string.paths = "[[0]]".into();
+    with_string.paths = "[[0,0]]".into();
     with_string.strings = vec![RawString::Latin1(b"x".to_vec())];
     history.begin_reexecution();
     assert_eq!(record(&mut history, &with_string).0, CallVerdict::Diverged(Divergence::Call(1)));

@@ -1,10 +1,14 @@
 //! Long strings of a host call's argument that cross beside its JSON, as
 //! the bytes V8 holds them in, instead of inside it: encoding, sending and
-//! parsing a string of megabytes as JSON is most of what such a call costs.
+//! parsing a string of megabytes as JSON is most of what such a call costs
+//! (a tool's result does the same the other way: `frame::Answer`).
 //! The argument's JSON holds `null` where each of them goes, and a JSON
-//! array of their paths (`[["text"], [0, "a"]]`: object keys as the JSON
-//! string tokens the encoder wrote for them, array indices as numbers) says
-//! where, in the order the strings appear in the JSON text.
+//! array of their places says where, in the order the places appear in the
+//! JSON text: each place the index of its string, then its path
+//! (`[[0, "text"], [1, 0, "a"], [0, "again"]]`: object keys as the JSON
+//! string tokens the encoder wrote for them, array indices as numbers). A
+//! string in several places crosses once: the strings are in the order of
+//! their first places, and each has at least one.
 //!
 //! The harness checks a host's claim before anything of it reaches a tool:
 //! [`check_places`] scans the JSON once and refuses paths that do not lead,
@@ -38,13 +42,24 @@ enum Step<'a> {
   Index(u64),
 }
 
-/// Check that `paths_json` is a JSON array of exactly `count` paths, each
-/// leading to a `null` of `json`, in the order they appear in it.
+/// Check that `paths_json` is a JSON array of places, each naming one of
+/// `count` strings (the first place of each in their order, every one
+/// named) and leading to a `null` of `json`, in the order they appear in it.
 pub fn check_places(json: &str, paths_json: &str, count: usize) -> Result<(), String> {
-  let paths = parse_paths(paths_json)?;
-  if paths.len() != count {
-    return Err(format!("{count} out-of-band strings, but {} paths", paths.len()));
+  let places = parse_places(paths_json)?;
+  let mut named = 0;
+  for (string, _) in &places {
+    if *string > named as u64 || *string >= count as u64 {
+      return Err(format!("a place names string {string}, past the {named} named before it of {count}"));
+    }
+    if *string == named as u64 {
+      named += 1;
+    }
   }
+  if named != count {
+    return Err(format!("{count} out-of-band strings, but {named} with a place"));
+  }
+  let paths: Vec<Vec<Step>> = places.into_iter().map(|(_, path)| path).collect();
   let mut scan = Scanner { bytes: json.as_bytes(), at: 0 };
   // The path of the value about to be read, and how many of its leading
   // steps agree with the next string's path (kept as steps change, so each
@@ -143,21 +158,30 @@ fn common_prefix(steps: &[Step], path: Option<&Vec<Step>>) -> usize {
   path.map_or(0, |path| steps.iter().zip(path).take_while(|(a, b)| a == b).count())
 }
 
-/// `[[step, ...], ...]`, a step a JSON string token or a plain integer.
-fn parse_paths(text: &str) -> Result<Vec<Vec<Step<'_>>>, String> {
-  let bad = || "the paths of a call's out-of-band strings are malformed".to_owned();
+/// `[[string, step, ...], ...]`: a plain integer, then the steps, each a
+/// JSON string token or a plain integer.
+fn parse_places(text: &str) -> Result<Vec<(u64, Vec<Step<'_>>)>, String> {
+  let bad = || "the places of a call's out-of-band strings are malformed".to_owned();
   let mut scan = Scanner { bytes: text.as_bytes(), at: 0 };
-  let paths = scan
+  let places = scan
     .list(|scan| {
-      scan
-        .list(|scan| Ok(if scan.peek() == Some(b'"') { Step::Key(scan.string()?) } else { Step::Index(scan.index()?) }))
+      let mut steps = scan.list(|scan| {
+        Ok(if scan.peek() == Some(b'"') { Step::Key(scan.string()?) } else { Step::Index(scan.index()?) })
+      })?;
+      match steps.first() {
+        Some(&Step::Index(string)) => {
+          steps.remove(0);
+          Ok((string, steps))
+        }
+        _ => Err(bad()),
+      }
     })
     .map_err(|_| bad())?;
   scan.space();
   if scan.at != scan.bytes.len() {
     return Err(bad());
   }
-  Ok(paths)
+  Ok(places)
 }
 
 /// Reads JSON tokens; every read is bounds-checked (the bytes are a host's).
@@ -284,21 +308,36 @@ mod tests {
   use super::*;
 
   #[test]
-  fn paths_that_lead_to_nulls_in_order_pass() {
-    assert_eq!(check_places("null", "[[]]", 1), Ok(()));
-    assert_eq!(check_places(r#"{"text":null}"#, r#"[["text"]]"#, 1), Ok(()));
-    assert_eq!(check_places(r#"[1,null,{"a":[null]}]"#, r#"[[1],[2,"a",0]]"#, 2), Ok(()));
-    assert_eq!(check_places(r#"{"__proto__":null,"b":"x"}"#, r#"[["__proto__"]]"#, 1), Ok(()));
+  fn places_that_lead_to_nulls_in_order_pass() {
+    assert_eq!(check_places("null", "[[0]]", 1), Ok(()));
+    assert_eq!(check_places(r#"{"text":null}"#, r#"[[0,"text"]]"#, 1), Ok(()));
+    assert_eq!(check_places(r#"[1,null,{"a":[null]}]"#, r#"[[0,1],[1,2,"a",0]]"#, 2), Ok(()));
+    assert_eq!(check_places(r#"{"__proto__":null,"b":"x"}"#, r#"[[0,"__proto__"]]"#, 1), Ok(()));
     // Keys compared as the tokens the encoder wrote, escapes and all.
-    assert_eq!(check_places(r#"{"a\"\\\ud800":null}"#, r#"[["a\"\\\ud800"]]"#, 1), Ok(()));
+    assert_eq!(check_places(r#"{"a\"\\\ud800":null}"#, r#"[[0,"a\"\\\ud800"]]"#, 1), Ok(()));
     // White space is allowed where JSON allows it.
-    assert_eq!(check_places(" { \"a\" : [ 1 , null ] } ", " [ [ \"a\" , 1 ] ] ", 1), Ok(()));
+    assert_eq!(check_places(" { \"a\" : [ 1 , null ] } ", " [ [ 0 , \"a\" , 1 ] ] ", 1), Ok(()));
     // Deep nesting costs no stack.
     let deep = format!("{}null{}", "[".repeat(100_000), "]".repeat(100_000));
-    let path = format!("[[{}]]", vec!["0"; 100_000].join(","));
+    let path = format!("[[0,{}]]", vec!["0"; 100_000].join(","));
     assert_eq!(check_places(&deep, &path, 1), Ok(()));
-    // No strings, no paths.
+    // No strings, no places.
     assert_eq!(check_places(r#"{"a":[]}"#, "[]", 0), Ok(()));
+  }
+
+  /// One string in several places crosses once: each later place names it.
+  #[test]
+  fn a_string_in_several_places_is_named_by_each() {
+    let json = r#"{"a":null,"b":[null,null],"c":null}"#;
+    assert_eq!(check_places(json, r#"[[0,"a"],[1,"b",0],[0,"b",1],[1,"c"]]"#, 2), Ok(()));
+    assert_eq!(check_places(json, r#"[[0,"a"],[0,"b",0],[0,"b",1],[0,"c"]]"#, 1), Ok(()));
+    let refused = |places: &str, count: usize| check_places(json, places, count).is_err();
+    // A string named before its first place, one never named, one past the count.
+    assert!(refused(r#"[[1,"a"],[0,"b",0],[0,"b",1],[0,"c"]]"#, 2));
+    assert!(refused(r#"[[0,"a"],[0,"b",0],[0,"b",1],[0,"c"]]"#, 2));
+    assert!(refused(r#"[[0,"a"],[1,"b",0],[2,"b",1],[2,"c"]]"#, 2));
+    // A place that names no string.
+    assert!(refused(r#"[["a"],[0,"b",0],[0,"b",1],[0,"c"]]"#, 1));
   }
 
   #[test]
@@ -317,39 +356,51 @@ mod tests {
         let len = (next() % 24) as usize;
         (0..len).map(|_| char::from(alphabet[(next() % alphabet.len() as u64) as usize])).collect::<String>()
       };
-      let (json, paths) = (text(), text());
-      let _ = check_places(&json, &paths, 1);
-      let _ = check_places(&json, "[[0]]", 1);
-      let _ = check_places("[null,{\"a\":[null]}]", &paths, 2);
+      let (json, places) = (text(), text());
+      let _ = check_places(&json, &places, 1);
+      let _ = check_places(&json, "[[0,0]]", 1);
+      let _ = check_places("[null,{\"a\":[null]}]", &places, 2);
     }
   }
 
   #[test]
-  fn paths_that_do_not_match_the_json_are_refused() {
-    let refused = |json: &str, paths: &str, count: usize| check_places(json, paths, count).is_err();
+  fn places_that_do_not_match_the_json_are_refused() {
+    let refused = |json: &str, places: &str, count: usize| check_places(json, places, count).is_err();
     // The place holds something else.
-    assert!(refused(r#"{"text":1}"#, r#"[["text"]]"#, 1));
-    assert!(refused(r#"{"text":{"a":null}}"#, r#"[["text"]]"#, 1));
+    assert!(refused(r#"{"text":1}"#, r#"[[0,"text"]]"#, 1));
+    assert!(refused(r#"{"text":{"a":null}}"#, r#"[[0,"text"]]"#, 1));
     // No such place; an index where a key is; out of document order.
-    assert!(refused(r#"{"text":null}"#, r#"[["other"]]"#, 1));
-    assert!(refused(r#"[null]"#, r#"[[1]]"#, 1));
-    assert!(refused(r#"{"0":null}"#, r#"[[0]]"#, 1));
-    assert!(refused(r#"[null,null]"#, r#"[[1],[0]]"#, 2));
-    assert!(refused(r#"[null]"#, r#"[[0],[0]]"#, 2));
-    assert!(refused(r#"{"a":null}"#, r#"[["a","b"]]"#, 1));
+    assert!(refused(r#"{"text":null}"#, r#"[[0,"other"]]"#, 1));
+    assert!(refused(r#"[null]"#, r#"[[0,1]]"#, 1));
+    assert!(refused(r#"{"0":null}"#, r#"[[0,0]]"#, 1));
+    assert!(refused(r#"[null,null]"#, r#"[[0,1],[1,0]]"#, 2));
+    assert!(refused(r#"[null]"#, r#"[[0,0],[1,0]]"#, 2));
+    assert!(refused(r#"[null]"#, r#"[[0,0],[0,0]]"#, 1));
+    assert!(refused(r#"{"a":null}"#, r#"[[0,"a","b"]]"#, 1));
     // A key written differently than the JSON writes it.
-    assert!(refused(r#"{"a":null}"#, r#"[["\u0061"]]"#, 1));
-    // Counts that disagree; malformed paths.
-    assert!(refused("null", "[[]]", 2));
-    assert!(refused("null", "[[]]", 0));
-    for paths in
-      ["", "[", "[[]", "[[]]x", "[[-1]]", "[[01]]", "[[1.5]]", "[[99999999999999999999999]]", "[[null]]", "{}"]
-    {
-      assert!(refused("null", paths, 1), "{paths}");
+    assert!(refused(r#"{"a":null}"#, r#"[[0,"\u0061"]]"#, 1));
+    // Counts that disagree; malformed places.
+    assert!(refused("null", "[[0]]", 2));
+    assert!(refused("null", "[[0]]", 0));
+    for places in [
+      "",
+      "[",
+      "[[0]",
+      "[[0]]x",
+      "[[]]",
+      "[[-1]]",
+      "[[01]]",
+      "[[1.5]]",
+      "[[99999999999999999999999]]",
+      "[[null]]",
+      "[[\"a\"]]",
+      "{}",
+    ] {
+      assert!(refused("null", places, 1), "{places}");
     }
     // Malformed JSON around the places.
     for json in ["", "[null", "{\"a\" null}", "[null}", "{\"a\":null]", "null null", "\"abc", "[,]"] {
-      assert!(refused(json, "[[0]]", 1) || refused(json, "[[]]", 1), "{json}");
+      assert!(refused(json, "[[0,0]]", 1) || refused(json, "[[0]]", 1), "{json}");
     }
   }
 }
