@@ -8,6 +8,7 @@
 //! reading is found by the supervisor's heartbeat and killed, which ends
 //! the backlog with it.
 
+use std::collections::VecDeque;
 use std::ffi::{CStr, OsStr};
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -257,7 +258,11 @@ pub struct HostLink {
 
 #[derive(Default)]
 struct Backlog {
-  bytes: Vec<u8>,
+  /// Frames waiting, in order, as they were sent (a long one is never
+  /// copied into a buffer of the backlog's own); of the first,
+  /// `first_written` bytes are already out.
+  frames: VecDeque<Vec<u8>>,
+  first_written: usize,
   /// The flusher owns the stream's writing until the backlog is empty.
   flushing: bool,
   closed: bool,
@@ -273,14 +278,15 @@ impl HostLink {
   }
 
   /// Send one or more whole frames, in order after every earlier send;
-  /// never blocks on the host.
-  pub fn send(&self, frames: &[u8]) {
+  /// never blocks on the host. What the socket does not take at once
+  /// waits in the backlog as it is (moved, not copied).
+  pub fn send(&self, frames: Vec<u8>) {
     let mut backlog = lock(&self.backlog);
     if backlog.closed {
       return;
     }
     if backlog.flushing {
-      backlog.bytes.extend_from_slice(frames);
+      backlog.frames.push_back(frames);
       return;
     }
     let mut sent = 0;
@@ -294,7 +300,8 @@ impl HostLink {
       };
       match error.kind() {
         std::io::ErrorKind::WouldBlock => {
-          backlog.bytes.extend_from_slice(&frames[sent..]);
+          backlog.frames.push_back(frames);
+          backlog.first_written = sent;
           backlog.flushing = true;
           self.bell.notify_one();
         }
@@ -319,22 +326,26 @@ impl HostLink {
 
   fn flush(&self) {
     loop {
-      let bytes = {
+      let (frames, first_written) = {
         let mut backlog = lock(&self.backlog);
         loop {
           if backlog.closed {
             return;
           }
-          if !backlog.bytes.is_empty() {
-            break std::mem::take(&mut backlog.bytes);
+          if !backlog.frames.is_empty() {
+            break (std::mem::take(&mut backlog.frames), std::mem::take(&mut backlog.first_written));
           }
           backlog.flushing = false;
           backlog = self.bell.wait(backlog).unwrap_or_else(std::sync::PoisonError::into_inner);
         }
       };
-      if (&self.stream).write_all(&bytes).is_err() {
-        lock(&self.backlog).closed = true;
-        return;
+      let mut from = first_written;
+      for frame in frames {
+        if (&self.stream).write_all(frame.get(from..).unwrap_or_default()).is_err() {
+          lock(&self.backlog).closed = true;
+          return;
+        }
+        from = 0;
       }
     }
   }

@@ -260,7 +260,7 @@ impl Host {
   fn send(&self, message: &ToHost) {
     let mut frame = Vec::new();
     message.encode(&mut frame);
-    self.link.send(&frame);
+    self.link.send(frame);
   }
 
   /// Kill the host and end its channel, so that its reader sees the end
@@ -640,7 +640,7 @@ impl Supervisor {
       },
     );
     state.slots[slot].placed += 1;
-    host.link.send(&frame);
+    host.link.send(frame);
   }
 
   /// Abort a run: on its host, or here if it waits in the queue.
@@ -711,7 +711,7 @@ impl Supervisor {
     drop(state);
     let answered = !frames.is_empty();
     for (host, frame) in frames {
-      host.link.send(&frame);
+      host.link.send(frame);
     }
     answered
   }
