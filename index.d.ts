@@ -160,10 +160,7 @@ export interface NativeConfig {
   /**
    * Isolates kept prepared from the snapshot on idle threads, so that a
    * run arriving at an idle runtime starts at once. A reserve, shared out
-   * among the isolate hosts, and the least each keeps: a host whose runs
-   * arrive faster than it prepares isolates (one after another, or several
-   * at once) keeps one more, and its share again one second after its
-   * last run arrived. None keeps none.
+   * among the isolate hosts: it does not grow with concurrency.
    */
   preparedIsolates: number
   /**

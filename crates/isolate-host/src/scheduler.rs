@@ -19,14 +19,9 @@
 //! nor long computations hold up the queue.
 //!
 //! Threads. Threads are made for admitted runs and retire when they find
-//! nothing to do, except those of the reserve, which stay with an isolate
-//! prepared from the snapshot so that an arriving run starts at once. The
-//! reserve is this host's share of `preparedIsolates` while runs are rare;
-//! a run that arrives to find no prepared isolate (runs arriving faster
-//! than a finished run's thread prepares its next isolate, or several at
-//! once) grows it by one, up to [`reserve_ceiling`], and it shrinks back
-//! [`RESERVE_HOLD`] after the last run arrived, its extra threads retiring
-//! with their isolates: idle memory is what the configured reserve holds.
+//! nothing to do, except `preparedIsolates` of them, which stay with an
+//! isolate prepared from the snapshot so that a run arriving at an idle
+//! runtime starts at once. The reserve does not grow with concurrency.
 //!
 //! Runs. Every run the scheduler takes is registered among the host's
 //! live runs (`live_runs.rs`) until its output exists: admission, stats and
@@ -68,24 +63,6 @@ use dsh_protocol::frame::{ExecutionCost, HostStats};
 /// short runs is admitted a few at a time, short enough that a queued
 /// run behind CPU-bound ones starts within a scheduling quantum.
 pub const ADMISSION_QUANTUM: Duration = Duration::from_millis(10);
-
-/// How long a reserve grown by runs arriving faster than it refills stays
-/// grown after the last run arrived: long enough to span an agent's
-/// back-to-back runs, short enough that an idle host soon holds only its
-/// configured share.
-pub const RESERVE_HOLD: Duration = Duration::from_secs(1);
-
-/// The most isolates a host keeps prepared while runs arrive quickly: its
-/// configured share plus one per compute slot (enough for runs one after
-/// another to always find one, which two already do, and for a burst as
-/// wide as the runs that may compute at once). A share of none stays none.
-fn reserve_ceiling(config: &RuntimeConfig) -> usize {
-  if config.prepared_isolates == 0 {
-    0
-  } else {
-    config.prepared_isolates + 1
-  }
-}
 
 /// How soon the scheduler looks again for retired threads still exiting.
 const RETIRED_RECHECK: Duration = Duration::from_millis(100);
@@ -131,10 +108,6 @@ struct State {
   /// Threads that retired and wait to be joined.
   retired: Vec<usize>,
   next_thread: usize,
-  /// How many threads with a prepared isolate to keep (see the module doc).
-  reserve: usize,
-  /// When the last run was submitted.
-  last_arrival: Option<Instant>,
   /// Since when the reserve of prepared isolates has been short.
   reserve_short_since: Option<Instant>,
   shutdown: bool,
@@ -238,8 +211,6 @@ impl Scheduler {
         threads: 0,
         retired: Vec::new(),
         next_thread: 0,
-        reserve: config.prepared_isolates,
-        last_arrival: None,
         reserve_short_since: None,
         shutdown: false,
         finished_cpu: Duration::ZERO,
@@ -315,7 +286,6 @@ impl Scheduler {
     }
     let registration = shared.runs.register(submission.job.run_id, submission.job.budget.clone());
     shared.watchdog.run_registered();
-    state.last_arrival = Some(Instant::now());
     state.queue.push_back(Accepted { submission, registration, admitted: false });
     shared.admit_and_hand_on(&mut state);
     Ok(())
@@ -325,12 +295,6 @@ impl Scheduler {
   /// counts are taken under the scheduler's lock, which admission and
   /// finishing take too, so that they add up
   /// (`in_flight == starting + computing + waiting`).
-  /// How many prepared isolates the scheduler keeps now (see the module doc).
-  #[cfg(test)]
-  fn reserve(&self) -> usize {
-    lock(&self.shared.state).reserve
-  }
-
   pub fn stats(&self) -> HostStats {
     let state = lock(&self.shared.state);
     let live = self.shared.runs.snapshot();
@@ -443,12 +407,7 @@ impl Shared {
       admitted += 1;
     }
     self.occupancy.queued.store(state.queue.len(), Ordering::Release);
-    if admitted > 0 && state.ready.len() > state.idle {
-      // A run found no prepared isolate waiting: the reserve is too small
-      // for how runs arrive.
-      state.reserve = (state.reserve + 1).min(reserve_ceiling(&self.config));
-    }
-    if state.queue.is_empty() && state.idle > state.reserve {
+    if state.queue.is_empty() && state.idle > self.config.prepared_isolates {
       // Threads kept for queued runs beyond the reserve: none is coming.
       self.work.notify_all();
     }
@@ -510,7 +469,7 @@ impl Shared {
     state.preparing -= 1;
     loop {
       if let Some(accepted) = state.ready.pop_front() {
-        if state.idle + state.preparing < state.reserve {
+        if state.idle + state.preparing < self.config.prepared_isolates {
           // The reserve is short: the scheduler tops it up if it stays so.
           self.occupancy.doorbell.ring();
         }
@@ -518,7 +477,7 @@ impl Shared {
       }
       // Beyond the reserve a thread stays only for runs still queued: it
       // takes one as soon as it is admitted, with its isolate prepared.
-      if state.shutdown || (state.idle >= state.reserve && state.queue.is_empty()) {
+      if state.shutdown || (state.idle >= self.config.prepared_isolates && state.queue.is_empty()) {
         return None;
       }
       state.idle += 1;
@@ -540,7 +499,7 @@ impl Shared {
     // freed is still mapped for the next one.
     let coming = state.idle + state.preparing;
     let work_ahead = state.ready.len() + state.queue.len();
-    let wanted = work_ahead > coming || (!state.shutdown && coming < state.reserve);
+    let wanted = work_ahead > coming || (!state.shutdown && coming < self.config.prepared_isolates);
     if wanted {
       state.preparing += 1;
     }
@@ -597,26 +556,13 @@ fn schedule_loop(shared: &Arc<Shared>) {
     let reap = shared.occupancy.reap.swap(false, Ordering::AcqRel) || state.shutdown;
     let stopped = if reap { shared.reap(&mut state) } else { Vec::new() };
     let mut recheck = shared.admit(&mut state);
-    // A grown reserve shrinks back once runs stop arriving; its extra
-    // idle threads retire.
-    if state.reserve > shared.config.prepared_isolates {
-      let since = state.last_arrival.map_or(RESERVE_HOLD, |arrival| arrival.elapsed());
-      match left_of(RESERVE_HOLD, since) {
-        Some(left) => recheck = sooner(recheck, left),
-        None => {
-          state.reserve = shared.config.prepared_isolates;
-          if state.idle > state.reserve {
-            shared.work.notify_all();
-          }
-        }
-      }
-    }
     // Threads for the ready runs no thread is coming for yet, and for the
     // reserve once it has been short for a quantum (runs that end soon
     // refill it themselves; runs that wait long do not).
     let coming = state.idle + state.preparing;
     let for_ready = state.ready.len().saturating_sub(coming);
-    let reserve_short = if state.shutdown { 0 } else { state.reserve.saturating_sub(coming + for_ready) };
+    let reserve_short =
+      if state.shutdown { 0 } else { shared.config.prepared_isolates.saturating_sub(coming + for_ready) };
     let mut for_reserve = 0;
     if reserve_short == 0 {
       state.reserve_short_since = None;
@@ -818,66 +764,6 @@ mod tests {
     // No reserve: nothing else gives the scheduler thread a reason to
     // wake, so only the hand-on under test can admit the queued run.
     RuntimeConfig { max_concurrent_runs: 64, max_queued_runs: 64, prepared_isolates: 0, ..RuntimeConfig::small() }
-  }
-
-  /// Wait (at most a minute, a hang net) until `done` holds.
-  fn until(what: &str, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-      assert!(Instant::now() < deadline, "never happened: {what}");
-      std::thread::sleep(Duration::from_millis(1));
-    }
-  }
-
-  fn job(scheduler: &Scheduler, run_id: u32, program: &str) -> RunJob {
-    RunJob {
-      run_id,
-      seed: [0; 4],
-      recorded: None,
-      program: program.into(),
-      bindings: BindingsDescriptor::parse(r#"{"namespaces":[]}"#).expect("an empty descriptor"),
-      budget: scheduler.new_budget(wall()),
-    }
-  }
-
-  /// Two runs arriving at once find one prepared isolate: the reserve
-  /// grows by one (up to its ceiling) and holds its threads while runs
-  /// keep coming; once none has come for RESERVE_HOLD it is the configured
-  /// one again, its extra thread retired.
-  #[test]
-  fn a_reserve_runs_outpace_grows_then_shrinks_back_once_they_stop() {
-    platform::ensure_initialized().expect("V8 initialises");
-    let runs = Arc::new(LiveRuns::default());
-    let bridge = Arc::new(Bridge::new(runs.clone()));
-    let config = RuntimeConfig { prepared_isolates: 1, ..config() };
-    assert_eq!(reserve_ceiling(&config), 2);
-    let scheduler = Scheduler::start(config, runs, bridge, Arc::new(Unobserved)).expect("the scheduler starts");
-    until("the reserve is prepared", || scheduler.stats().prepared_isolates == 1);
-    assert_eq!(scheduler.reserve(), 1);
-    let (send, receive) = std::sync::mpsc::channel();
-    for run_id in [1, 2] {
-      let send = send.clone();
-      let deliver = Box::new(move |output: Output, _| {
-        let _ = send.send(output.completion);
-      });
-      let submitted = scheduler.submit(Submission { job: job(&scheduler, run_id, "return 6 * 7"), deliver });
-      assert!(submitted.is_ok());
-    }
-    // Admitted in submit, under the scheduler's lock: the second run found
-    // no prepared isolate.
-    assert_eq!(scheduler.reserve(), 2);
-    for _ in 0..2 {
-      match receive.recv_timeout(Duration::from_secs(60)) {
-        Ok(Completion::Value(value)) => assert_eq!(value, "42"),
-        other => panic!("the run did not complete: {other:?}"),
-      }
-    }
-    until("the grown reserve shrinks back", || scheduler.reserve() == 1);
-    until("its extra thread retires", || {
-      let stats = scheduler.stats();
-      stats.threads == 1 && stats.prepared_isolates == 1
-    });
-    scheduler.shutdown();
   }
 
   /// A run submitted while every compute slot is taken by runs that started
