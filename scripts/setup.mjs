@@ -13,8 +13,8 @@
 //     RUSTY_V8_ARCHIVE / RUSTY_V8_SRC_BINDING_PATH at it; elsewhere it
 //     removes that file so the v8 crate downloads its archive as usual.
 //  3. npm dependencies, the release addon (cargo build) and the TS layer.
-// Tasks: build | test | demo | bench | isolate-cost | soak | bindings |
-// config-table
+// Tasks: build | test | demo | bench | isolate-cost | round-trip-floor |
+// soak | bindings | config-table
 import { execFileSync, spawnSync } from 'node:child_process'
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, cpSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
@@ -160,6 +160,11 @@ switch (task) {
     // What one isolate costs, and how much of it is V8's and deno_core's
     // (src/isolate_cost.rs: a measurement, kept out of the test run).
     run('cargo', ['test', '--release', '-p', 'dsh_isolate_host', '--lib', 'isolate_cost', '--', '--ignored', '--nocapture'])
+    break
+  case 'round-trip-floor':
+    // What the cheapest hand-offs between two threads cost on this machine
+    // (crates/protocol/examples/round_trip_floor.rs): a measurement.
+    run('cargo', ['run', '--release', '-q', '-p', 'dsh_protocol', '--example', 'round_trip_floor'])
     break
   case 'soak':
     run(process.execPath, ['--expose-gc', 'bench/soak.mjs', ...process.argv.slice(3)])

@@ -47,14 +47,20 @@ fn futex_wait(word: &AtomicU32, while_value: u32) {
   // as long as the Arc both threads keep; it sleeps only while it still
   // holds `while_value`.
   unsafe {
-    libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT_PRIVATE, while_value, std::ptr::null::<libc::timespec>());
+    libc::syscall(
+      libc::SYS_futex,
+      word.as_ptr(),
+      libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+      while_value,
+      std::ptr::null::<libc::timespec>(),
+    );
   }
 }
 
 fn futex_wake(word: &AtomicU32) {
   // SAFETY: FUTEX_WAKE only looks up waiters on the word's address.
   unsafe {
-    libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE_PRIVATE, 1);
+    libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1);
   }
 }
 
