@@ -26,6 +26,7 @@ use dsh_protocol::bindings_descriptor::BindingsDescriptor;
 use dsh_protocol::config::HostFacts;
 use dsh_protocol::frame::{Answer, HostStats, Reply, ReplyKind, StatNumber};
 use dsh_protocol::ledger::{FailureKind, Outcomes, OutputLedger};
+use dsh_protocol::protections::Protection;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
@@ -36,7 +37,7 @@ use crate::host_calls::{
 };
 use crate::run_report::RunCost;
 use crate::run_result::NativeRunResult;
-use crate::supervisor::{queue_full, RunEnd, Settings, Supervisor};
+use crate::supervisor::{queue_full, RunEnd, RuntimeStats, Settings, Supervisor};
 
 /// The napi twin of `Outcomes`, made from the one list of kinds.
 macro_rules! native_outcomes {
@@ -138,6 +139,31 @@ macro_rules! native_stats {
 }
 
 dsh_protocol::host_stats!(native_stats);
+
+impl From<RuntimeStats> for NativeStats {
+  fn from(stats: RuntimeStats) -> NativeStats {
+    NativeStats {
+      outcomes: stats.outcomes.into(),
+      refused: stats.refused as f64,
+      hosts: stats.hosts,
+      host_restarts: stats.host_restarts as f64,
+      runs_lost_to_host_exits: stats.runs_lost_to_host_exits as f64,
+      runs_reexecuted: stats.runs_reexecuted as f64,
+      reexecutions_diverged: stats.reexecutions_diverged as f64,
+      history_bytes: stats.history_bytes as f64,
+      hosts_of_one_run: stats.hosts_of_one_run,
+      quarantined_programs: stats.quarantined_programs as f64,
+      last_host_exit: stats.last_host_exit,
+      host_pids: stats.host_pids,
+      sandbox: Protection::ALL
+        .iter()
+        .map(|protection| (protection.name().to_owned(), stats.sandbox.contains(*protection)))
+        .collect(),
+      host_recycles: stats.host_recycles as f64,
+      ..NativeStats::of_hosts(stats.host)
+    }
+  }
+}
 
 struct Core {
   supervisor: Arc<Supervisor>,
@@ -325,7 +351,7 @@ impl NativeRuntime {
   /// What the runtime is doing now, and what it has done (NativeStats).
   #[napi]
   pub fn stats(&self) -> NativeStats {
-    self.core.supervisor.stats()
+    self.core.supervisor.stats().into()
   }
 
   /// Dispose: live runs resolve `abort: runtime disposed`, every isolate
