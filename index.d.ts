@@ -36,7 +36,7 @@ export declare class NativeRuntime {
   /**
    * Start the runtime and its first isolate host (returns once the host
    * is ready). `onCalls(ids, args)` receives each batch of host calls
-   * (layout: `HOST_CALL_IDS` numbers per call) and answers them through
+   * (layout: `BINDING_CALL_IDS` numbers per call) and answers them through
    * `reply()` (`REPLY_IDS` numbers per reply).
    */
   constructor(config: NativeConfig, onCalls: (ids: Uint32Array, args: Array<string | string[]>) => void)
@@ -86,14 +86,14 @@ export declare class NativeRuntime {
  */
 export declare const ARGUMENTS_NOT_LOSSLESS: string
 
-/** Every config key, in the table's order (the seam's four first). */
-export declare function configKeys(): Array<NativeConfigKey>
-
 /**
  * Numbers per host call in the `ids` that `onCalls(ids, args)` receives:
  * run id, call id, namespace index, function index.
  */
-export declare const HOST_CALL_IDS: number
+export declare const BINDING_CALL_IDS: number
+
+/** Every config key, in the table's order (the seam's four first). */
+export declare function configKeys(): Array<NativeConfigKey>
 
 /**
  * The runtime's configuration (`V8CodeRuntimeConfig`): every key is a

@@ -773,12 +773,12 @@ if (
   }
 }
 
-const { NativeLogs, NativeRuntime, ARGUMENTS_NOT_LOSSLESS, configKeys, HOST_CALL_IDS, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT, RESOLUTION_NOT_LOSSLESS } = nativeBinding
+const { NativeLogs, NativeRuntime, ARGUMENTS_NOT_LOSSLESS, BINDING_CALL_IDS, configKeys, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT, RESOLUTION_NOT_LOSSLESS } = nativeBinding
 export { NativeLogs }
 export { NativeRuntime }
 export { ARGUMENTS_NOT_LOSSLESS }
+export { BINDING_CALL_IDS }
 export { configKeys }
-export { HOST_CALL_IDS }
 export { REPLY_IDS }
 export { REPLY_JSON }
 export { REPLY_REJECT }

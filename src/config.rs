@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use dsh_protocol::config::{
-  concurrent_runs_ceiling, machine_busy_slots, machine_max_map_count, HostFacts, RuntimeConfig,
+  concurrent_runs_ceiling, machine_busy_slots, machine_max_map_count, NodeFacts, RuntimeConfig,
 };
 
 use crate::config_keys::{js, Key, Kind, Max, Min, Value, KEYS, MAX_COUNT};
@@ -163,7 +163,7 @@ fn check_per_core(config: &NativeConfig) -> Result<(), String> {
 /// Check every key; the first refusal, as the message the user sees. Then
 /// each key to its consumer: the hosts' `RuntimeConfig`, or the
 /// supervisor's settings.
-pub fn check(config: &NativeConfig, host: HostFacts) -> Result<Checked, String> {
+pub fn check(config: &NativeConfig, node: NodeFacts) -> Result<Checked, String> {
   check_bounds(config)?;
   // Whole, positive and bounded above (the machine's mappings bound
   // maxConcurrentRuns, below): the conversions are exact.
@@ -177,7 +177,7 @@ pub fn check(config: &NativeConfig, host: HostFacts) -> Result<Checked, String> 
     max_queued_runs: config.max_queued_runs as usize,
     prepared_isolates: config.prepared_isolates as usize,
     busy_slots: machine_busy_slots(),
-    host,
+    node,
   };
   runtime.check_machine_limits()?;
   check_per_core(config)?;
@@ -197,19 +197,19 @@ pub fn check(config: &NativeConfig, host: HostFacts) -> Result<Checked, String> 
 mod tests {
   use super::*;
 
-  fn host() -> HostFacts {
-    RuntimeConfig::small().host
+  fn node() -> NodeFacts {
+    RuntimeConfig::small().node
   }
 
   fn refusal(change: impl FnOnce(&mut NativeConfig)) -> String {
     let mut config = NativeConfig::defaults();
     change(&mut config);
-    check(&config, host()).err().unwrap_or_default()
+    check(&config, node()).err().unwrap_or_default()
   }
 
   #[test]
   fn the_defaults_pass() {
-    assert!(check(&NativeConfig::defaults(), host()).is_ok());
+    assert!(check(&NativeConfig::defaults(), node()).is_ok());
   }
 
   /// The messages docs/CONTRACT.md §2 gives, byte for byte.

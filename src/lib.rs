@@ -3,15 +3,15 @@
 //! supervisor (`supervisor`), which places runs on an isolate-host process
 //! (`host_process`) and settles them, whatever becomes of the host. No V8
 //! runs in this process: programs run only in hosts. How host calls and
-//! results cross to JS is in `host_calls` and `run_result`.
+//! results cross to JS is in `binding_calls` and `run_result`.
 
 #![deny(clippy::unwrap_used)]
 // Unit tests may unwrap: a panic there is a failed test, not a crashed host.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod binding_calls;
 mod config;
 mod config_keys;
-mod host_calls;
 mod host_process;
 mod quarantine;
 mod run_report;
@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use dsh_protocol::bindings_descriptor::BindingsDescriptor;
-use dsh_protocol::config::HostFacts;
+use dsh_protocol::config::NodeFacts;
 use dsh_protocol::frame::{Answer, HostStats, Reply, ReplyKind, StatNumber};
 use dsh_protocol::ledger::{FailureKind, Outcomes, OutputLedger};
 use dsh_protocol::protections::Protection;
@@ -31,10 +31,10 @@ use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 
-use crate::config_keys::NativeConfig;
-use crate::host_calls::{
-  host_call_batch, CallOutbox, HostCallBatch, HostWake, Utf8Text, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT,
+use crate::binding_calls::{
+  binding_call_batch, BindingCallBatch, CallOutbox, NodeWake, Utf8Text, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT,
 };
+use crate::config_keys::NativeConfig;
 use crate::run_report::RunCost;
 use crate::run_result::NativeRunResult;
 use crate::supervisor::{queue_full, RunEnd, RuntimeStats, Settings, Supervisor};
@@ -193,33 +193,33 @@ type Resolver<T> = Box<dyn FnOnce(Env) -> Result<T> + Send>;
 impl NativeRuntime {
   /// Start the runtime and its first isolate host (returns once the host
   /// is ready). `onCalls(ids, args)` receives each batch of host calls
-  /// (layout: `HOST_CALL_IDS` numbers per call) and answers them through
+  /// (layout: `BINDING_CALL_IDS` numbers per call) and answers them through
   /// `reply()` (`REPLY_IDS` numbers per reply).
   #[napi(constructor)]
   pub fn new(
     env: Env,
     config: NativeConfig,
     #[napi(ts_arg_type = "(ids: Uint32Array, args: Array<string | string[]>) => void")] on_calls: Function<
-      HostCallBatch,
+      BindingCallBatch,
       Unknown<'static>,
     >,
   ) -> Result<Self> {
     let node = env.get_node_version()?;
-    let host = HostFacts {
+    let facts = NodeFacts {
       node_major: node.major,
       node_version: format!("{}.{}.{}", node.major, node.minor, node.patch),
       hardware_concurrency: available_parallelism(),
-      platform: HostFacts::navigator_platform(),
+      platform: NodeFacts::navigator_platform(),
     };
-    let checked = config::check(&config, host).map_err(|message| Error::new(Status::InvalidArg, message))?;
+    let checked = config::check(&config, facts).map_err(|message| Error::new(Status::InvalidArg, message))?;
     let executable = host_process::host_executable().map_err(|message| Error::new(Status::GenericFailure, message))?;
 
     let calls = Arc::new(CallOutbox::default());
     let weak_calls = Arc::downgrade(&calls);
-    let wake: HostWake = on_calls
+    let wake: NodeWake = on_calls
       .build_threadsafe_function::<()>()
       .weak::<true>()
-      .build_callback(move |_| Ok(host_call_batch(&weak_calls)))?;
+      .build_callback(move |_| Ok(binding_call_batch(&weak_calls)))?;
     calls.connect(Box::new(move || {
       wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
     }));

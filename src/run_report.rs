@@ -5,7 +5,7 @@
 //! (`code-runtime-v8/run-report`; the README's "Run reports" says what
 //! each figure means).
 
-use dsh_protocol::frame::{ExecutionCost, HostCall};
+use dsh_protocol::frame::{BindingCall, ExecutionCost};
 use dsh_protocol::out_of_band::RawString;
 
 /// A run's figures so far.
@@ -37,7 +37,7 @@ pub struct RunCost {
 
 impl RunCost {
   /// A call that goes to its host function.
-  pub fn called(&mut self, call: &HostCall) {
+  pub fn called(&mut self, call: &BindingCall) {
     let out_of_band: u64 = call
       .strings
       .iter()
@@ -82,7 +82,7 @@ mod tests {
   #[test]
   fn a_run_counts_each_call_once_and_its_bytes_as_they_crossed() {
     let mut cost = RunCost::default();
-    let call = HostCall {
+    let call = BindingCall {
       run_id: 1,
       call_id: 0,
       namespace: 0,

@@ -85,7 +85,7 @@ const LOG_UNITS_PER_FILL: usize = 4 << 20;
 /// A result's logs, still packed (see `ledger::Logs`), handed out in
 /// chunks: a runaway program within the default cap can leave ~22 million
 /// entries, and making them all into JS strings at once would hold the
-/// host's event loop for seconds. The host takes a chunk per turn.
+/// harness's event loop for seconds. Node takes a chunk per turn.
 #[napi]
 pub struct NativeLogs {
   logs: Logs,

@@ -19,7 +19,7 @@ import { NativeRuntime, type NativeLogs, type NativeRunResult, type NativeStats 
 import { RUN_REPORT, runReport, type V8CodeRunReport } from './run-report.js'
 import { resolveBindings } from './bindings.js'
 import { Config, validateConfig, type V8CodeRuntimeConfig } from './config.js'
-import { HostCalls } from './host-calls.js'
+import { BindingCalls } from './binding-calls.js'
 import { PACKAGE } from './package.js'
 
 export type { V8CodeRuntimeConfig } from './config.js'
@@ -31,7 +31,7 @@ export type V8CodeRuntimeStats = NativeStats
 /**
  * Log entries made into JS strings per event-loop turn: a chunk costs a few
  * milliseconds, so even a flood of millions of entries (all the default cap
- * admits) never holds the host's event loop for long.
+ * admits) never holds Node's event loop for long.
  */
 const LOG_CHUNK = 65_536
 
@@ -76,7 +76,7 @@ export class V8CodeRuntime extends CodeRuntime {
   readonly isolation = 'v8-isolate'
   readonly config: V8CodeRuntimeConfig
   private readonly native: NativeRuntime
-  private readonly calls = new HostCalls()
+  private readonly calls = new BindingCalls()
   private nextRunId = 1
   private disposed = false
 

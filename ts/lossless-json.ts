@@ -1,5 +1,5 @@
 /**
- * The host side of the lossless-JSON boundary. It is the SAME code the
+ * The harness's side of the lossless-JSON boundary. It is the SAME code the
  * isolate runs (`js/01_lossless_json.js`, over the intrinsics captured by
  * `js/00_primordials.js`), evaluated here over this realm's intrinsics, so
  * both sides of the bridge judge values by one implementation.

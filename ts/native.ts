@@ -45,7 +45,7 @@ async function load(): Promise<typeof Loader> {
 export const {
   NativeRuntime,
   configKeys,
-  HOST_CALL_IDS,
+  BINDING_CALL_IDS,
   REPLY_IDS,
   REPLY_REJECT,
   REPLY_JSON,

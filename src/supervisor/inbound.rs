@@ -7,7 +7,7 @@ use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use dsh_protocol::failure::{HostLoss, StopReason};
-use dsh_protocol::frame::{Answer, FromHost, HostCall, Reply, ReplyKind, ToHost};
+use dsh_protocol::frame::{Answer, BindingCall, FromHost, Reply, ReplyKind, ToHost};
 use dsh_protocol::history::{CallIdentity, CallVerdict, LogVerdict};
 use dsh_protocol::inbox::{Next, Ready};
 use dsh_protocol::ledger::{Completion, FailureKind};
@@ -182,8 +182,8 @@ impl Supervisor {
     &self,
     state: &mut State,
     host: &Host,
-    calls: Vec<(HostCall, CallIdentity)>,
-  ) -> (Vec<HostCall>, Vec<Reply>, Option<String>) {
+    calls: Vec<(BindingCall, CallIdentity)>,
+  ) -> (Vec<BindingCall>, Vec<Reply>, Option<String>) {
     let mut to_tools = Vec::with_capacity(calls.len());
     let mut answers = Vec::new();
     for (call, identity) in calls {

@@ -58,8 +58,8 @@ use dsh_protocol::ledger::{Completion, FailureKind, Outcomes, Output};
 use dsh_protocol::lock::lock;
 use dsh_protocol::protections::Protections;
 
+use crate::binding_calls::CallOutbox;
 use crate::config::HistoryCaps;
-use crate::host_calls::CallOutbox;
 use crate::host_process::HostEnd;
 use crate::quarantine::Quarantine;
 use crate::run_report::RunCost;

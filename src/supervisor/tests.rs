@@ -1,7 +1,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::sync::mpsc;
 
-use dsh_protocol::frame::HostCall;
+use dsh_protocol::frame::BindingCall;
 use dsh_protocol::history::{CallIdentity, Divergence};
 use dsh_protocol::protections::Protection;
 
@@ -191,7 +191,7 @@ fn record() -> RunRecord {
 /// A record whose run made a call the tool has not answered.
 fn waiting() -> RunRecord {
   let mut record = record();
-  let call = HostCall {
+  let call = BindingCall {
     run_id: 1,
     call_id: 0,
     namespace: 0,

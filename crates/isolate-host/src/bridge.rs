@@ -20,7 +20,7 @@
 //! thread and process wake-ups of each round trip, not by work. Both ends
 //! therefore wait briefly, awake, for the other's next message before they
 //! sleep: the reply pump here for the reply ([`SPIN_BEFORE_PARK`]), the
-//! harness for the next call (`src/host_calls.rs`'s `HostSpin`). While they wait,
+//! harness for the next call (`src/binding_calls.rs`'s `LingerSpin`). While they wait,
 //! each takes the message it waits for off the channel itself
 //! (`dsh_protocol::inbox`), so no sleeping reader has to be woken first.
 //!
@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use dsh_protocol::config::spinning_helps;
-use dsh_protocol::frame::{Answer, HostCall, CALLS_FRAME_OVERHEAD};
+use dsh_protocol::frame::{Answer, BindingCall, CALLS_FRAME_OVERHEAD};
 use dsh_protocol::out_of_band::RawString;
 
 use crate::budget;
@@ -174,7 +174,7 @@ pub struct Argument {
 
 /// Carries a batch of calls to the harness as one frame (the channel, in
 /// `main.rs`); returns once the frame is written.
-pub type SendCalls = Box<dyn Fn(Vec<HostCall>) + Send + Sync>;
+pub type SendCalls = Box<dyn Fn(Vec<BindingCall>) + Send + Sync>;
 
 /// The most bytes a frame of calls is made of, unless one call alone is
 /// longer. The harness refuses a frame over `MAX_FRAME_BYTES` (2 GiB) as
@@ -188,7 +188,7 @@ pub const MAX_CALLS_FRAME_BYTES: usize = 64 << 20;
 
 /// A call waiting in the outbox, with the reservation of its copies.
 struct Queued {
-  call: HostCall,
+  call: BindingCall,
   held: Option<HeldMemory>,
 }
 
@@ -259,7 +259,7 @@ impl Bridge {
     mailbox.unanswered.fetch_add(1, Ordering::Relaxed);
     let call_id = mailbox.next_call.fetch_add(1, Ordering::Relaxed);
     let Argument { json: args, paths, strings } = argument;
-    let call = HostCall { run_id, call_id, namespace, function, args, paths, strings };
+    let call = BindingCall { run_id, call_id, namespace, function, args, paths, strings };
     let held = take_handed();
     lock(&self.outbox).push(Queued { call, held });
     call_id
@@ -334,7 +334,7 @@ mod tests {
   }
 
   /// A bridge whose frames land in the returned list.
-  fn bridge() -> (Bridge, Arc<Mutex<Vec<Vec<HostCall>>>>) {
+  fn bridge() -> (Bridge, Arc<Mutex<Vec<Vec<BindingCall>>>>) {
     let bridge = Bridge::new(Arc::default());
     let frames = Arc::new(Mutex::new(Vec::new()));
     let sent = frames.clone();
@@ -359,7 +359,7 @@ mod tests {
     let frames = std::mem::take(&mut *lock(&frames));
     assert!(frames.len() > 1);
     for frame in &frames {
-      let len = CALLS_FRAME_OVERHEAD + frame.iter().map(HostCall::encoded_len).sum::<usize>();
+      let len = CALLS_FRAME_OVERHEAD + frame.iter().map(BindingCall::encoded_len).sum::<usize>();
       assert!(len <= bound || frame.len() == 1, "a frame of {} calls is {len} bytes", frame.len());
     }
     let sent: Vec<(u32, usize)> = frames.iter().flatten().map(|call| (call.call_id, call.args.len())).collect();

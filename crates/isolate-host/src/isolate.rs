@@ -84,12 +84,12 @@ impl ModuleLoader for NoModules {
   }
 }
 
-/// The call that seals an isolate, handing it the host's facts as a JSON
+/// The call that seals an isolate, handing it the harness's Node's facts as a JSON
 /// literal (a `HostFacts` always serializes), and the engine's: the V8 that
 /// runs the program and the machine's architecture as Node names it
 /// (`process.versions.v8`, `process.arch`).
 fn seal_script(config: &RuntimeConfig) -> String {
-  let facts = serde_json::to_string(&config.host).unwrap_or_else(|_| "{}".to_owned());
+  let facts = serde_json::to_string(&config.node).unwrap_or_else(|_| "{}".to_owned());
   let engine = serde_json::json!({ "v8": v8::V8::get_version(), "arch": node_arch() });
   format!("__dsh.seal({facts}, {engine})")
 }

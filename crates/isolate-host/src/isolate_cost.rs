@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use deno_core::{v8, JsRuntime, RuntimeOptions};
 
-use crate::config::{HostFacts, RuntimeConfig};
+use crate::config::{NodeFacts, RuntimeConfig};
 use crate::isolate::PreparedIsolate;
 use crate::platform;
 
@@ -62,7 +62,7 @@ fn config() -> RuntimeConfig {
     max_concurrent_runs: 1,
     max_queued_runs: 1,
     prepared_isolates: 1,
-    host: HostFacts { hardware_concurrency: 2, ..RuntimeConfig::small().host },
+    node: NodeFacts { hardware_concurrency: 2, ..RuntimeConfig::small().node },
     ..RuntimeConfig::small()
   }
 }

@@ -30,16 +30,17 @@ pub struct RuntimeConfig {
   /// scheduling quantum) before admission waits: this host's share of
   /// [`machine_busy_slots`].
   pub busy_slots: usize,
-  /// What the program's Node APIs report of the host (js/99_bootstrap.js,
-  /// seal()).
-  pub host: HostFacts,
+  /// What the program's Node APIs report of the harness's Node
+  /// (js/99_bootstrap.js, seal()).
+  pub node: NodeFacts,
 }
 
-/// The host as its Node reports it, for the program's `navigator` and the
-/// APIs that follow the host's Node line (console rendering, Buffer).
+/// The harness's Node as it reports itself, for the program's `navigator`
+/// and the APIs that follow the harness's Node line (console rendering,
+/// Buffer).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HostFacts {
+pub struct NodeFacts {
   /// Major version of the Node that hosts the runtime.
   pub node_major: u32,
   /// Its whole version without the `v` (`22.19.0`): the program's
@@ -52,7 +53,7 @@ pub struct HostFacts {
   pub platform: String,
 }
 
-impl HostFacts {
+impl NodeFacts {
   /// `navigator.platform` as Node derives it from its platform and arch.
   pub fn navigator_platform() -> String {
     let arch = match std::env::consts::ARCH {
@@ -110,11 +111,11 @@ impl RuntimeConfig {
       max_queued_runs: 8,
       prepared_isolates: 0,
       busy_slots: 4,
-      host: HostFacts {
+      node: NodeFacts {
         node_major: 22,
         node_version: "22.19.0".to_owned(),
         hardware_concurrency: 1,
-        platform: HostFacts::navigator_platform(),
+        platform: NodeFacts::navigator_platform(),
       },
     }
   }

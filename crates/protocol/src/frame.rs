@@ -202,7 +202,7 @@ pub enum FromHost {
   /// The journal's buffer is full and a run waits to write to it: read it.
   JournalFull,
   /// Calls from programs to host functions.
-  Calls(Vec<HostCall>),
+  Calls(Vec<BindingCall>),
   /// The run finished: what this execution of it cost, and its
   /// completion, as its ledger settled it.
   Finished { run_id: u32, cost: ExecutionCost, completion: Completion },
@@ -229,7 +229,7 @@ pub struct ExecutionCost {
 
 /// One call from a program to a host function.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostCall {
+pub struct BindingCall {
   pub run_id: u32,
   pub call_id: u32,
   pub namespace: u32,
@@ -253,7 +253,7 @@ pub const CALLS_FRAME_OVERHEAD: usize = 4 + 1 + 4;
 /// the most a harness accepts. A longer call can never cross.
 pub const MAX_CALL_BYTES: usize = MAX_FRAME_BYTES as usize - (CALLS_FRAME_OVERHEAD - 4);
 
-impl HostCall {
+impl BindingCall {
   /// The bytes this call takes in a [`FromHost::Calls`] frame.
   pub fn encoded_len(&self) -> usize {
     let strings = self.strings.iter().map(|string| match string {
@@ -755,7 +755,7 @@ impl FromHost {
         let count = fields.count(24)?;
         let mut calls = Vec::with_capacity(count);
         for _ in 0..count {
-          let mut call = HostCall {
+          let mut call = BindingCall {
             run_id: fields.u32()?,
             call_id: fields.u32()?,
             namespace: fields.u32()?,
@@ -998,7 +998,7 @@ mod tests {
     round_trip_from_host(FromHost::Started { run_id: 9 });
     round_trip_from_host(FromHost::Log { run_id: 9, text: vec![0xdc00, 0, 0xffff] });
     round_trip_from_host(FromHost::Calls(vec![
-      HostCall {
+      BindingCall {
         run_id: 1,
         call_id: 2,
         namespace: 3,
@@ -1007,7 +1007,7 @@ mod tests {
         paths: String::new(),
         strings: Vec::new(),
       },
-      HostCall {
+      BindingCall {
         run_id: 1,
         call_id: 3,
         namespace: 0,
@@ -1077,8 +1077,8 @@ mod tests {
     // The host splits its calls into frames by these lengths: they must be
     // what encoding writes, or a frame could outgrow its bound.
     let calls = [
-      HostCall { args: "[]".into(), ..no_strings() },
-      HostCall {
+      BindingCall { args: "[]".into(), ..no_strings() },
+      BindingCall {
         args: "[null,{\"a\":null}]".into(),
         paths: "[[0,0],[1,1,\"a\"]]".into(),
         strings: vec![RawString::Latin1(b"abc".to_vec()), RawString::Utf16(vec![0xdc00, 0x41])],
@@ -1088,7 +1088,7 @@ mod tests {
     for count in 0..=calls.len() {
       let calls = calls[..count].to_vec();
       let mut out = Vec::new();
-      let expected = CALLS_FRAME_OVERHEAD + calls.iter().map(HostCall::encoded_len).sum::<usize>();
+      let expected = CALLS_FRAME_OVERHEAD + calls.iter().map(BindingCall::encoded_len).sum::<usize>();
       FromHost::Calls(calls).encode(&mut out);
       assert_eq!(out.len(), expected);
     }
@@ -1098,8 +1098,8 @@ mod tests {
   fn hostile_frames_are_errors_never_panics() {
     let mut valid = Vec::new();
     FromHost::Calls(vec![
-      HostCall { run_id: 1, call_id: 2, namespace: 0, function: 0, args: "[]".into(), ..no_strings() },
-      HostCall {
+      BindingCall { run_id: 1, call_id: 2, namespace: 0, function: 0, args: "[]".into(), ..no_strings() },
+      BindingCall {
         run_id: 1,
         call_id: 3,
         namespace: 0,
@@ -1172,8 +1172,8 @@ mod tests {
     }
   }
 
-  fn no_strings() -> HostCall {
-    HostCall {
+  fn no_strings() -> BindingCall {
+    BindingCall {
       run_id: 1,
       call_id: 1,
       namespace: 0,
@@ -1190,7 +1190,7 @@ mod tests {
   fn calls_whose_out_of_band_strings_do_not_match_their_json_are_refused() {
     let decode = |args: &str, paths: &str, strings: Vec<RawString>| {
       let mut out = Vec::new();
-      let call = HostCall { args: args.into(), paths: paths.into(), strings, ..no_strings() };
+      let call = BindingCall { args: args.into(), paths: paths.into(), strings, ..no_strings() };
       FromHost::Calls(vec![call]).encode(&mut out);
       FromHost::decode(&out[4..])
     };
@@ -1207,7 +1207,7 @@ mod tests {
     assert!(decode("{\"text\":null}", "{\"text\":0}", one()).is_err());
     // An unknown encoding tag.
     let mut out = Vec::new();
-    FromHost::Calls(vec![HostCall { args: "null".into(), paths: "[[0]]".into(), strings: one(), ..no_strings() }])
+    FromHost::Calls(vec![BindingCall { args: "null".into(), paths: "[[0]]".into(), strings: one(), ..no_strings() }])
       .encode(&mut out);
     let tag = out.len() - 4 - 4 - 1;
     assert_eq!(out[tag], LATIN1);

@@ -39,7 +39,7 @@
 use std::fmt;
 
 use crate::failure::tool_calls_over;
-use crate::frame::{Answer, HostCall};
+use crate::frame::{Answer, BindingCall};
 use crate::ledger::OutputLedger;
 use crate::out_of_band::RawString;
 use crate::readings::Readings;
@@ -59,7 +59,7 @@ pub struct CallIdentity {
 }
 
 impl CallIdentity {
-  pub fn of(call: &HostCall) -> CallIdentity {
+  pub fn of(call: &BindingCall) -> CallIdentity {
     let mut digest = blake3::Hasher::new();
     let part = |digest: &mut blake3::Hasher, tag: u8, bytes: &[u8]| {
       digest.update(&[tag]);
@@ -271,7 +271,7 @@ impl RunHistory {
   /// A call of the current execution, as its host sent it, and its
   /// identity (computed by the caller, which may do it outside its locks).
   /// Returns what to do, and the bytes the history grew by.
-  pub fn call(&mut self, call: &HostCall, identity: CallIdentity) -> (CallVerdict, u64) {
+  pub fn call(&mut self, call: &BindingCall, identity: CallIdentity) -> (CallVerdict, u64) {
     if call.call_id != self.current.calls {
       let expected = self.current.calls;
       let why = format!("call {} of run {}, where its next call is {expected}", call.call_id, call.run_id);
@@ -395,8 +395,8 @@ mod tests {
   use super::*;
   use crate::frame::ReplyKind;
 
-  fn call(call_id: u32, args: &str) -> HostCall {
-    HostCall {
+  fn call(call_id: u32, args: &str) -> BindingCall {
+    BindingCall {
       run_id: 7,
       call_id,
       namespace: 0,
@@ -407,7 +407,7 @@ mod tests {
     }
   }
 
-  fn record(history: &mut RunHistory, call: &HostCall) -> (CallVerdict, u64) {
+  fn record(history: &mut RunHistory, call: &BindingCall) -> (CallVerdict, u64) {
     history.call(call, CallIdentity::of(call))
   }
 

@@ -320,7 +320,7 @@ const _: () = assert!(MAX_TAKEN_BYTES as u64 <= MAX_FRAME_BYTES as u64);
 #[cfg(test)]
 mod tests {
   use super::*;
-  use crate::frame::{FromHost, HostCall, ToHost};
+  use crate::frame::{BindingCall, FromHost, ToHost};
   use std::io::Write;
 
   fn frame_of(message: &FromHost) -> Vec<u8> {
@@ -330,7 +330,7 @@ mod tests {
   }
 
   fn calls(run_id: u32) -> FromHost {
-    FromHost::Calls(vec![HostCall {
+    FromHost::Calls(vec![BindingCall {
       run_id,
       call_id: 1,
       namespace: 0,
@@ -368,7 +368,7 @@ mod tests {
     writer.write_all(&whole[7..]).unwrap();
     assert!(inbox.try_take(calls_tag, |frame| assert_eq!(FromHost::decode(frame).unwrap(), calls(2))));
     // A frame too large to take stays for the owner, who reads it whole.
-    let large = frame_of(&FromHost::Calls(vec![HostCall {
+    let large = frame_of(&FromHost::Calls(vec![BindingCall {
       run_id: 3,
       call_id: 1,
       namespace: 0,

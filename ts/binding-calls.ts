@@ -1,5 +1,5 @@
 /**
- * The host end of the binding bridge: takes the calls the isolates queued,
+ * Node's end of the binding bridge: takes the calls the isolates queued,
  * runs the caller's functions on this (Node's main) thread, and answers.
  * Every program-side value that arrives here is re-checked; every answer is
  * checked before it crosses back. Nothing a host function or a program does
@@ -10,7 +10,7 @@ import { types } from 'node:util'
 import type { HostNamespace } from './bindings.js'
 import {
   ARGUMENTS_NOT_LOSSLESS,
-  HOST_CALL_IDS,
+  BINDING_CALL_IDS,
   REPLY_JSON,
   REPLY_REJECT,
   REPLY_TEXT,
@@ -36,7 +36,7 @@ export function messageOf(thrown: unknown): string {
 }
 
 /** Routes calls to the functions of the runs that are live. */
-export class HostCalls {
+export class BindingCalls {
   private readonly runs = new Map<number, HostNamespace[]>()
   private native: NativeRuntime | undefined
 
@@ -117,13 +117,13 @@ export class HostCalls {
   /**
    * The addon's wake-up with a batch of calls: call `i` is (run id
    * `ids[4i]`, call id `ids[4i+1]`, namespace `ids[4i+2]`, function
-   * `ids[4i+3]`, argument `args[i]`), 4 being HOST_CALL_IDS. The argument
+   * `ids[4i+3]`, argument `args[i]`), 4 being BINDING_CALL_IDS. The argument
    * is its JSON text, or `[json, paths, ...strings]` when its long strings
    * crossed beside the JSON (`js/01_lossless_json.js`). Dispatch each.
    */
   readonly receive = (ids: Uint32Array, args: Array<string | string[]>): void => {
     for (let i = 0; i < args.length; i++) {
-      const at = i * HOST_CALL_IDS
+      const at = i * BINDING_CALL_IDS
       const runId = ids[at] as number
       const callId = ids[at + 1] as number
       try {

@@ -10,7 +10,7 @@ use std::sync::{Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use dsh_protocol::config::spinning_helps;
-use dsh_protocol::frame::{HostCall, ReplyKind};
+use dsh_protocol::frame::{BindingCall, ReplyKind};
 use dsh_protocol::lock::lock;
 use dsh_protocol::out_of_band::RawString;
 use napi::bindgen_prelude::*;
@@ -20,7 +20,7 @@ use napi_derive::napi;
 /// Numbers per host call in the `ids` that `onCalls(ids, args)` receives:
 /// run id, call id, namespace index, function index.
 #[napi]
-pub const HOST_CALL_IDS: u32 = 4;
+pub const BINDING_CALL_IDS: u32 = 4;
 
 /// Numbers per reply in the `ids` that `reply(ids, texts)` takes: run id,
 /// call id, how its text answers the call (one of the three below), and
@@ -54,12 +54,12 @@ pub const RESOLUTION_NOT_LOSSLESS: &str = dsh_protocol::contract::RESOLUTION_NOT
 /// The program-to-host calls of one wake-up, handed to `onCalls(ids, args)`:
 /// call `i` is `(ids[4i], ids[4i+1], ids[4i+2], ids[4i+3], args[i])` =
 /// (run id, call id, namespace index, function index, argument; see
-/// [`HostCallArgs`]). Columns, not one object per call: `Promise.all` over
+/// [`BindingCallArgs`]). Columns, not one object per call: `Promise.all` over
 /// thousands of calls crosses in one call with two arguments. The ids are
 /// copied into a fresh ArrayBuffer: no finalizer, no reference to release.
-pub struct HostCallIds(Vec<u32>);
+pub struct BindingCallIds(Vec<u32>);
 
-impl ToNapiValue for HostCallIds {
+impl ToNapiValue for BindingCallIds {
   // Unsafe only because the trait is; napi-rs calls it on the JS thread.
   unsafe fn to_napi_value(raw_env: sys::napi_env, ids: Self) -> Result<sys::napi_value> {
     let env = Env::from_raw(raw_env);
@@ -73,9 +73,9 @@ impl ToNapiValue for HostCallIds {
 /// checked when the frame was decoded), `[json, paths, ...strings]`. Each
 /// such string is made from the bytes it crossed as (one-byte or UTF-16,
 /// as the isolate held it): a copy, with no UTF-8 or JSON pass.
-pub struct HostCallArgs(Vec<HostCall>);
+pub struct BindingCallArgs(Vec<BindingCall>);
 
-impl ToNapiValue for HostCallArgs {
+impl ToNapiValue for BindingCallArgs {
   // Unsafe only because the trait is; napi-rs calls it on the JS thread.
   unsafe fn to_napi_value(raw_env: sys::napi_env, args: Self) -> Result<sys::napi_value> {
     let env = Env::from_raw(raw_env);
@@ -163,26 +163,26 @@ fn index(at: usize) -> Result<u32> {
 }
 
 /// What `onCalls` is called with: one wake-up's calls.
-pub type HostCallBatch = FnArgs<(HostCallIds, HostCallArgs)>;
+pub type BindingCallBatch = FnArgs<(BindingCallIds, BindingCallArgs)>;
 
-pub fn host_call_batch(outbox: &Weak<CallOutbox>) -> HostCallBatch {
+pub fn binding_call_batch(outbox: &Weak<CallOutbox>) -> BindingCallBatch {
   let calls = outbox.upgrade().map(|outbox| outbox.drain()).unwrap_or_default();
-  let mut ids = Vec::with_capacity(calls.len() * HOST_CALL_IDS as usize);
+  let mut ids = Vec::with_capacity(calls.len() * BINDING_CALL_IDS as usize);
   for call in &calls {
     ids.extend([call.run_id, call.call_id, call.namespace, call.function]);
   }
-  FnArgs::from((HostCallIds(ids), HostCallArgs(calls)))
+  FnArgs::from((BindingCallIds(ids), BindingCallArgs(calls)))
 }
 
-/// The host side of the bridge: a wake-up that hands the Node thread the
-/// queued calls (see [`host_call_batch`]). Weak (unref'd): pending runs keep
+/// The harness's side of the bridge: a wake-up that hands Node's main thread the
+/// queued calls (see [`binding_call_batch`]). Weak (unref'd): pending runs keep
 /// Node alive through their own promises, an idle runtime does not. Its JS
-/// callback is ours (`HostCalls.receive`), never throws, and its return
+/// callback is ours (`BindingCalls.receive`), never throws, and its return
 /// value is ignored.
-pub type HostWake = ThreadsafeFunction<(), Unknown<'static>, HostCallBatch, Status, false, true>;
+pub type NodeWake = ThreadsafeFunction<(), Unknown<'static>, BindingCallBatch, Status, false, true>;
 
 /// The host's wake-up: asks Node's main thread to come and take the outbox.
-pub type WakeHost = Box<dyn Fn() + Send + Sync>;
+pub type WakeNode = Box<dyn Fn() + Send + Sync>;
 
 /// Takes the calls waiting whole at the head of the hosts' channels into
 /// the outbox (the supervisor's `take_calls`), for the main thread's linger.
@@ -190,7 +190,7 @@ pub type TakeCalls = Box<dyn Fn() + Send + Sync>;
 
 #[derive(Default)]
 struct Queued {
-  calls: Vec<HostCall>,
+  calls: Vec<BindingCall>,
   /// A wake-up is on its way to the main thread; no need to send another.
   wake_pending: bool,
 }
@@ -203,16 +203,16 @@ pub struct CallOutbox {
   calls_waiting: AtomicBool,
   /// Set once, right after construction: the wake-up carries the outbox
   /// (weakly), so the outbox cannot be handed it at construction.
-  wake_host: OnceLock<WakeHost>,
+  wake_node: OnceLock<WakeNode>,
   /// Set once, when the supervisor exists (see [`TakeCalls`]).
   take_calls: OnceLock<TakeCalls>,
-  spin: HostSpin,
+  spin: LingerSpin,
 }
 
 impl CallOutbox {
   /// Connect the main thread's wake-up; a second call is ignored.
-  pub fn connect(&self, wake_host: WakeHost) {
-    let _ = self.wake_host.set(wake_host);
+  pub fn connect(&self, wake_node: WakeNode) {
+    let _ = self.wake_node.set(wake_node);
   }
 
   /// Let the linger take calls off the hosts' channels; a second call is
@@ -223,7 +223,7 @@ impl CallOutbox {
 
   /// Queue calls a host sent (its reader thread, or the lingering main thread), waking the main thread
   /// unless a wake-up is already on its way.
-  pub fn push(&self, calls: Vec<HostCall>) {
+  pub fn push(&self, calls: Vec<BindingCall>) {
     let wake = {
       let mut queued = lock(&self.queued);
       queued.calls.extend(calls);
@@ -231,14 +231,14 @@ impl CallOutbox {
       !std::mem::replace(&mut queued.wake_pending, true)
     };
     if wake {
-      if let Some(wake_host) = self.wake_host.get() {
-        wake_host();
+      if let Some(wake_node) = self.wake_node.get() {
+        wake_node();
       }
     }
   }
 
   /// Take every queued call (the main thread, once woken).
-  pub fn drain(&self) -> Vec<HostCall> {
+  pub fn drain(&self) -> Vec<BindingCall> {
     let mut queued = lock(&self.queued);
     queued.wake_pending = false;
     self.calls_waiting.store(false, Ordering::Relaxed);
@@ -246,7 +246,7 @@ impl CallOutbox {
   }
 
   /// The main thread, having answered a live run and finished its turn,
-  /// waits briefly (see [`HOST_SPIN`]) for the run's next call, so that the
+  /// waits briefly (see [`LINGER_SPIN`]) for the run's next call, so that the
   /// call's wake-up finds it awake instead of asleep in its event loop. Run
   /// after the turn ends (not inside it), so each call is still taken in a
   /// turn of its own and the harness's other work interleaves with them.
@@ -273,26 +273,26 @@ impl CallOutbox {
 /// for about this per answered batch: past it, only the handling of one
 /// batch of calls it took off a channel (which takes the supervisor's
 /// lock, held by others only briefly).
-const HOST_SPIN: Duration = Duration::from_micros(30);
+const LINGER_SPIN: Duration = Duration::from_micros(30);
 
-/// The main thread's adaptive wait for the next call (see [`HOST_SPIN`]).
+/// The main thread's adaptive wait for the next call (see [`LINGER_SPIN`]).
 /// After `n` consecutive misses the next `2^n - 1` (at most 63) answered
 /// batches skip the wait, so a program that never calls right back costs
 /// the harness at most one wait in 64 answers; one hit restores it.
 #[derive(Default)]
-struct HostSpin {
+struct LingerSpin {
   misses: AtomicU32,
   skip: AtomicU32,
 }
 
-impl HostSpin {
+impl LingerSpin {
   fn wait_for(&self, ready: impl Fn() -> bool) {
     let skip = self.skip.load(Ordering::Relaxed);
     if skip > 0 {
       self.skip.store(skip - 1, Ordering::Relaxed);
       return;
     }
-    let until = Instant::now() + HOST_SPIN;
+    let until = Instant::now() + LINGER_SPIN;
     while !ready() {
       if Instant::now() >= until {
         let misses = (self.misses.load(Ordering::Relaxed) + 1).min(6);
@@ -312,7 +312,7 @@ mod tests {
   use std::cell::Cell;
 
   /// How many of `answers` waits consulted `ready` (i.e. were not skipped).
-  fn waits(spin: &HostSpin, answers: usize, ready: bool) -> usize {
+  fn waits(spin: &LingerSpin, answers: usize, ready: bool) -> usize {
     let consulted = Cell::new(0);
     for _ in 0..answers {
       let seen = Cell::new(false);
@@ -327,7 +327,7 @@ mod tests {
 
   #[test]
   fn host_spin_backs_off_while_calls_do_not_follow_and_recovers_on_a_hit() {
-    let spin = HostSpin::default();
+    let spin = LingerSpin::default();
     // Misses back off 1, 3, 7, ... 63 answers: 200 answers wait 8 times.
     assert_eq!(waits(&spin, 200, false), 8);
     // Once the backoff has run out, one hit restores waiting on every answer.
