@@ -13,7 +13,7 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
  * A result's logs, still packed (see `ledger::Logs`), handed out in
  * chunks: a runaway program within the default cap can leave ~22 million
  * entries, and making them all into JS strings at once would hold the
- * host's event loop for seconds. The host takes a chunk per turn.
+ * harness's event loop for seconds. Node takes a chunk per turn.
  */
 export declare class NativeLogs {
   /** Entries not taken yet. */

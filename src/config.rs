@@ -9,11 +9,10 @@
 
 use std::time::Duration;
 
-use dsh_protocol::config::{
-  concurrent_runs_ceiling, machine_busy_slots, machine_max_map_count, NodeFacts, RuntimeConfig,
-};
+use dsh_protocol::config::{machine_busy_slots, NodeFacts, RuntimeConfig};
 
 use crate::config_keys::{js, Key, Kind, Max, Min, Value, KEYS, MAX_COUNT};
+use crate::machine::{cores, machine_memory_mb};
 use crate::NativeConfig;
 
 /// What a checked config becomes: the hosts' config and the supervisor's.
@@ -44,31 +43,6 @@ impl HistoryCaps {
   pub fn total_bytes(&self) -> u64 {
     (self.total_mb * 1024.0 * 1024.0) as u64
   }
-}
-
-/// This machine's memory, in MiB (the bound of every memory key).
-fn machine_memory_mb() -> f64 {
-  // SAFETY: sysconf has no preconditions.
-  let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
-  if pages <= 0 || page <= 0 {
-    return f64::MAX;
-  }
-  (pages as f64 * page as f64 / (1024.0 * 1024.0)).floor()
-}
-
-/// The largest value a bound lets a key take on this machine.
-pub fn machine_bound(max: Max) -> f64 {
-  match max {
-    Max::Const(bound) => bound,
-    Max::MachineMemoryMb => machine_memory_mb(),
-    Max::MachineMappings => machine_max_map_count().map_or(MAX_COUNT, |count| concurrent_runs_ceiling(count) as f64),
-    Max::PerCore(per_core) => (per_core * cores()) as f64,
-  }
-}
-
-/// The cores this process may use (the bound of a key per core).
-fn cores() -> usize {
-  std::thread::available_parallelism().map_or(1, |cores| cores.get())
 }
 
 /// A number key's value, with whether it must be whole, its lower bound

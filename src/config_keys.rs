@@ -9,9 +9,13 @@
 //! here plus its consumer (`config::check`, which maps the keys to what the
 //! hosts and the supervisor take).
 
-use dsh_protocol::config::{concurrent_runs_ceiling, LINUX_DEFAULT_MAX_MAP_COUNT, MAPPINGS_PER_RUN, MIN_OUTPUT_BYTES};
+use dsh_protocol::config::{
+  concurrent_runs_ceiling, machine_max_map_count, LINUX_DEFAULT_MAX_MAP_COUNT, MAPPINGS_PER_RUN, MIN_OUTPUT_BYTES,
+};
 use napi::bindgen_prelude::Either;
 use napi_derive::napi;
+
+use crate::machine::{cores, machine_memory_mb};
 
 /// The longest wall ceiling (and any other duration a key sets): Node's
 /// `setTimeout` ceiling, which the seam takes as `maxWallMs`'s bound.
@@ -74,6 +78,18 @@ pub enum Max {
   MachineMappings,
   /// This many per core this process may use.
   PerCore(usize),
+}
+
+impl Max {
+  /// The largest value this bound lets a key take on this machine.
+  pub fn on_this_machine(self) -> f64 {
+    match self {
+      Max::Const(bound) => bound,
+      Max::MachineMemoryMb => machine_memory_mb(),
+      Max::MachineMappings => machine_max_map_count().map_or(MAX_COUNT, |count| concurrent_runs_ceiling(count) as f64),
+      Max::PerCore(per_core) => (per_core * cores()) as f64,
+    }
+  }
 }
 
 /// A key's default.
@@ -213,7 +229,7 @@ impl Key {
       (DefaultValue::Boolean(boolean), _) => Value::Boolean(boolean),
       (DefaultValue::AvailableCores, _) => Value::Number(f64::from(crate::available_parallelism())),
       (DefaultValue::AtMostTheBound(number), Kind::Number { max, .. } | Kind::Whole { max, .. }) => {
-        Value::Number(number.min(crate::config::machine_bound(max)))
+        Value::Number(number.min(max.on_this_machine()))
       }
       (DefaultValue::AtMostTheBound(number), Kind::Boolean) => Value::Number(number),
     }
@@ -273,7 +289,7 @@ pub fn config_keys() -> Vec<NativeConfigKey> {
         _ => None,
       },
       at_most: match key.kind {
-        Kind::Number { max, .. } | Kind::Whole { max, .. } => Some(crate::config::machine_bound(max)),
+        Kind::Number { max, .. } | Kind::Whole { max, .. } => Some(max.on_this_machine()),
         Kind::Boolean => None,
       },
       description: key.description.to_owned(),
@@ -579,7 +595,7 @@ mod tests {
       if let Min::AtLeast(min) = min {
         assert!(default >= min, "{}", key.name);
       }
-      assert!(default <= crate::config::machine_bound(max), "{}", key.name);
+      assert!(default <= max.on_this_machine(), "{}", key.name);
       if let Kind::Whole { .. } = key.kind {
         assert_eq!(default.fract(), 0.0, "{}", key.name);
       }

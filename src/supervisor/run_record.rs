@@ -5,9 +5,9 @@
 use std::time::Instant;
 
 use dsh_protocol::config::RuntimeConfig;
-use dsh_protocol::failure::{failure, HostLoss, StopReason, MAX_HOSTS_LOST};
+use dsh_protocol::failure::{failure, Divergence, HostLoss, StopReason, MAX_HOSTS_LOST};
 use dsh_protocol::frame::{Answer, Reply, RunSeed, ToHost};
-use dsh_protocol::history::{Divergence, RunHistory};
+use dsh_protocol::history::RunHistory;
 use dsh_protocol::ledger::{Completion, FailureKind, OutputLedger};
 
 use crate::run_report::RunCost;

@@ -1,8 +1,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::sync::mpsc;
 
+use dsh_protocol::failure::Divergence;
 use dsh_protocol::frame::BindingCall;
-use dsh_protocol::history::{CallIdentity, Divergence};
+use dsh_protocol::history::CallIdentity;
 use dsh_protocol::protections::Protection;
 
 use super::host_life::restart_delay;

@@ -30,138 +30,15 @@
 //! here until its frame is written, reserved against the run's
 //! external-memory account meanwhile (`sandbox_ext::with_held`).
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
-
-use dsh_protocol::config::spinning_helps;
 use dsh_protocol::frame::{Answer, BindingCall, CALLS_FRAME_OVERHEAD};
 use dsh_protocol::out_of_band::RawString;
 
-use crate::budget;
 use crate::live_runs::LiveRuns;
 use crate::lock::lock;
+use crate::mailbox::{Mailbox, TakeReplies};
 use crate::sandbox_ext::{take_handed, HeldMemory};
-
-/// The replies waiting for one run's pump.
-#[derive(Default)]
-pub struct Mailbox {
-  replies: Mutex<Vec<(u32, Answer)>>,
-  /// Set with every delivery: the pump's brief spin watches this, not the lock.
-  pending: AtomicBool,
-  /// The pump is parked (or about to park): only then does a delivery
-  /// notify it. Notifying a pump that caught its reply while spinning would
-  /// leave a permit behind, and the next wait would burn a second spin.
-  parked: AtomicBool,
-  arrived: Notify,
-  /// Calls of this run the host has not answered yet (for `stats()`).
-  unanswered: AtomicUsize,
-  /// The id of the run's next call: a run's calls are numbered from 0 in
-  /// the order it makes them, so that the harness can match each call of
-  /// a re-executed run with the same call in the run's history, and a
-  /// host that sends an id twice is caught (`dsh_protocol::history`).
-  next_call: AtomicU32,
-  /// The run executes: replies are delivered here, and it counts as
-  /// waiting on the host while calls are unanswered.
-  open: AtomicBool,
-  /// Takes replies off the channel itself, while the pump spins for them
-  /// (set when the mailbox opens).
-  take_replies: OnceLock<Arc<TakeReplies>>,
-  /// The run's last wait for replies ended within [`SPIN_BEFORE_PARK`], so
-  /// the next one spins (see [`Mailbox::take`]). Off for a run's first wait.
-  spin_next: AtomicBool,
-}
-
-/// Takes the replies at the head of the channel, if any are there whole,
-/// and delivers them (`main.rs`, over `dsh_protocol::inbox`): a pump that
-/// spins for its reply reads it itself instead of waiting for the host's
-/// main thread to be woken for it.
-pub type TakeReplies = Box<dyn Fn() + Send + Sync>;
-
-/// How long the pump spins for a reply before parking its thread. A reply
-/// to a quick binding crosses to the harness and back: two process hops
-/// and Node's main thread, 60-150 us on a 2-core VM, while waking the
-/// parked thread afterwards costs tens of microseconds more (measured: the
-/// sequential round trip went from ~170 us at a 40 us spin to ~90-110 us
-/// at 200 us). The spin's CPU time is credited back to the run's budget:
-/// waiting on a binding is never charged.
-///
-/// A pump spins only when its run's previous wait ended within this
-/// (`Mailbox::spin_next`): a run calling a quick binding over and over,
-/// whose reply the harness's lingering main thread sends back at once. A
-/// run's first call, or one after a slow reply, parks at once. A spin that
-/// cannot be answered does worse than cost its CPU: the harness's reader
-/// thread, woken by the calls' frame, is queued on the CPU of the thread
-/// that wrote it (a Unix socket's wake-up is a sync one), so the spin
-/// holds up the very reply it waits for. Measured on Code Mode shaped
-/// runs (5 tool calls each): the channel polls of spinning pumps fell from
-/// ~500 to ~170 a run, and the hosts' CPU by ~1 ms a run.
-const SPIN_BEFORE_PARK: Duration = Duration::from_micros(200);
-
-impl Mailbox {
-  fn try_take(&self) -> Option<Vec<(u32, Answer)>> {
-    let mut replies = lock(&self.replies);
-    self.pending.store(false, Ordering::Release);
-    (!replies.is_empty()).then(|| std::mem::take(&mut *replies))
-  }
-
-  /// Wait until at least one reply is here, then take them all. The spin
-  /// (see [`SPIN_BEFORE_PARK`]) is not charged to the run's budget.
-  pub async fn take(&self) -> Vec<(u32, Answer)> {
-    let waiting_since = Instant::now();
-    let replies = self.wait().await;
-    self.spin_next.store(waiting_since.elapsed() < SPIN_BEFORE_PARK, Ordering::Relaxed);
-    replies
-  }
-
-  async fn wait(&self) -> Vec<(u32, Answer)> {
-    loop {
-      if let Some(replies) = self.try_take() {
-        return replies;
-      }
-      if spinning_helps() && self.spin_next.load(Ordering::Relaxed) {
-        budget::uncharged(|| {
-          let until = Instant::now() + SPIN_BEFORE_PARK;
-          while !self.pending.load(Ordering::Acquire) && Instant::now() < until {
-            match self.take_replies.get() {
-              Some(take_replies) => take_replies(),
-              None => std::hint::spin_loop(),
-            }
-          }
-        });
-        if let Some(replies) = self.try_take() {
-          return replies;
-        }
-      }
-      // Announce the park, then look once more: a delivery sets `pending`
-      // before it reads `parked` (both SeqCst), so either this sees the
-      // delivery or the delivery sees the park and notifies (notify_one
-      // stores a permit when nobody waits yet: no lost wake-up).
-      self.parked.store(true, Ordering::SeqCst);
-      if self.pending.load(Ordering::SeqCst) {
-        self.parked.store(false, Ordering::SeqCst);
-        continue;
-      }
-      self.arrived.notified().await;
-    }
-  }
-
-  /// The run has calls the host has not answered, and is still there to
-  /// take the replies.
-  pub fn waiting_on_host(&self) -> bool {
-    self.open.load(Ordering::Acquire) && self.unanswered.load(Ordering::Relaxed) > 0
-  }
-
-  /// Replies were added: let the pump know (waking it only if it parked).
-  fn wake(&self) {
-    self.pending.store(true, Ordering::SeqCst);
-    if self.parked.swap(false, Ordering::SeqCst) {
-      self.arrived.notify_one();
-    }
-  }
-}
 
 /// A call's argument as it leaves: its lossless JSON, and the long strings
 /// that cross beside it (see `dsh_protocol::out_of_band`).
@@ -236,10 +113,7 @@ impl Bridge {
   /// runs gets a mailbox no reply reaches.
   pub fn open(&self, run_id: u32) -> Arc<Mailbox> {
     let mailbox = self.runs.get(run_id).map_or_else(Arc::default, |run| run.mailbox().clone());
-    if let Some(take_replies) = self.take_replies.get() {
-      let _ = mailbox.take_replies.set(take_replies.clone());
-    }
-    mailbox.open.store(true, Ordering::Release);
+    mailbox.open(self.take_replies.get());
     mailbox
   }
 
@@ -248,7 +122,7 @@ impl Bridge {
   /// are dropped).
   pub fn close(&self, run_id: u32) {
     if let Some(run) = self.runs.get(run_id) {
-      run.mailbox().open.store(false, Ordering::Release);
+      run.mailbox().close();
     }
   }
 
@@ -256,8 +130,7 @@ impl Bridge {
   /// returns its id, the run's count of calls before it. The call holds the reservation the op handed it
   /// (`sandbox_ext::with_held`), if any.
   pub fn call(&self, mailbox: &Mailbox, run_id: u32, namespace: u32, function: u32, argument: Argument) -> u32 {
-    mailbox.unanswered.fetch_add(1, Ordering::Relaxed);
-    let call_id = mailbox.next_call.fetch_add(1, Ordering::Relaxed);
+    let call_id = mailbox.next_call();
     let Argument { json: args, paths, strings } = argument;
     let call = BindingCall { run_id, call_id, namespace, function, args, paths, strings };
     let held = take_handed();
@@ -307,12 +180,10 @@ impl Bridge {
     let mut touched: Vec<Arc<Mailbox>> = Vec::new();
     let replies = replies.map(|(run_id, call_id, reply)| (run_id, (call_id, reply)));
     self.runs.route(replies, |run, (call_id, reply)| {
-      let Some(mailbox) = run.map(|run| run.mailbox()).filter(|mailbox| mailbox.open.load(Ordering::Acquire)) else {
+      let Some(mailbox) = run.map(|run| run.mailbox()).filter(|mailbox| mailbox.is_open()) else {
         return;
       };
-      lock(&mailbox.replies).push((call_id, reply));
-      // A reply to no call (a direct caller of reply()) must not wrap the count.
-      let _ = mailbox.unanswered.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+      mailbox.deliver(call_id, reply);
       if !touched.iter().any(|seen| Arc::ptr_eq(seen, mailbox)) {
         touched.push(mailbox.clone());
       }

@@ -24,10 +24,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::bridge::Mailbox;
 use crate::budget::RunBudget;
 use crate::control::RunControl;
 use crate::lock::lock;
+use crate::mailbox::Mailbox;
 
 /// One live run: what the host's parts need of it.
 pub struct LiveRun {

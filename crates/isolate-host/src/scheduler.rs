@@ -305,7 +305,7 @@ impl Scheduler {
         Phase::Computing => computing += 1,
         Phase::Waiting => waiting += 1,
       }
-      if run.mailbox().waiting_on_host() {
+      if run.mailbox().waiting_on_a_tool() {
         waiting_on_host += 1;
       }
       cpu += run.budget().cpu_used();

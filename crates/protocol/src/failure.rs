@@ -4,8 +4,9 @@
 //! a run still queued or whose host is gone. Both then settle the output
 //! through the same ledger (`OutputLedger::finish_failure`).
 
+use std::fmt;
+
 use crate::config::RuntimeConfig;
-use crate::history::Divergence;
 use crate::ledger::FailureKind;
 
 /// The most isolate hosts that may die under one run: a run on this many
@@ -126,6 +127,28 @@ pub fn tool_calls_over(max: u32) -> String {
 /// them: `1e-7`, not Rust's `0.0000001`).
 pub fn js(value: f64) -> String {
   ryu_js::Buffer::new().format(value).to_owned()
+}
+
+/// Why a re-executed run is not the run the history records. Numbers count
+/// from 1, as a reader counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Divergence {
+  /// Its n-th call has another function or argument than the recorded one.
+  Call(u64),
+  /// Its n-th log entry is not the recorded one.
+  Log(u64),
+  /// It finished before it made every recorded call and log entry again.
+  FinishedEarly,
+}
+
+impl fmt::Display for Divergence {
+  fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match self {
+      Divergence::Call(n) => write!(f, "its call number {n} is not the recorded one"),
+      Divergence::Log(n) => write!(f, "its log entry number {n} is not the recorded one"),
+      Divergence::FinishedEarly => f.write_str("it finished before making its recorded calls and log entries again"),
+    }
+  }
 }
 
 #[cfg(test)]

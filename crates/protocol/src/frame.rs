@@ -34,7 +34,6 @@
 use std::io::{self, Read};
 
 use crate::config::RuntimeConfig;
-use crate::history::HistoryEnd;
 use crate::ledger::{Completion, FailureKind};
 use crate::out_of_band::{check_places, RawString};
 use crate::protections::Protections;
@@ -118,6 +117,18 @@ pub fn encode_replies(out: &mut Vec<u8>, replies: &[(u32, u32, &Answer)]) {
 /// its record: a run executed again draws the same numbers in the same
 /// order, so randomness needs no record of its own in the run's history.
 pub type RunSeed = [u64; 4];
+
+/// Where a run's history ends, as a re-execution is told it: the calls
+/// and log entries it holds, and the CPU the run had been charged by the
+/// last of them (in us). A re-executed run is not charged for making its
+/// history again; it starts charged with `cpu_us`, so that what it spent
+/// before its host died counts once.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HistoryEnd {
+  pub cpu_us: f64,
+  pub calls: u32,
+  pub logs: u32,
+}
 
 /// One answer to a host call.
 #[derive(Debug, Clone, PartialEq, Eq)]

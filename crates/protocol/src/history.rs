@@ -36,10 +36,8 @@
 //! Pure: failures are data, every outcome goes through one path, and
 //! nothing here knows about hosts, threads or napi.
 
-use std::fmt;
-
-use crate::failure::tool_calls_over;
-use crate::frame::{Answer, BindingCall};
+use crate::failure::{tool_calls_over, Divergence};
+use crate::frame::{Answer, BindingCall, HistoryEnd};
 use crate::ledger::OutputLedger;
 use crate::out_of_band::RawString;
 use crate::readings::Readings;
@@ -117,28 +115,6 @@ struct Execution {
   unanswered: usize,
 }
 
-/// Why a re-executed run is not the run the history records. Numbers count
-/// from 1, as a reader counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Divergence {
-  /// Its n-th call has another function or argument than the recorded one.
-  Call(u64),
-  /// Its n-th log entry is not the recorded one.
-  Log(u64),
-  /// It finished before it made every recorded call and log entry again.
-  FinishedEarly,
-}
-
-impl fmt::Display for Divergence {
-  fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    match self {
-      Divergence::Call(n) => write!(f, "its call number {n} is not the recorded one"),
-      Divergence::Log(n) => write!(f, "its log entry number {n} is not the recorded one"),
-      Divergence::FinishedEarly => f.write_str("it finished before making its recorded calls and log entries again"),
-    }
-  }
-}
-
 /// What to do with a call a host sent.
 #[derive(Debug, PartialEq, Eq)]
 pub enum CallVerdict {
@@ -180,18 +156,6 @@ pub enum LogVerdict {
   /// The recorded entry, written again: the ledger has it.
   Recorded,
   Diverged(Divergence),
-}
-
-/// Where a run's history ends, as a re-execution is told it: the calls
-/// and log entries it holds, and the CPU the run had been charged by the
-/// last of them (in us). A re-executed run is not charged for making its
-/// history again; it starts charged with `cpu_us`, so that what it spent
-/// before its host died counts once.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct HistoryEnd {
-  pub cpu_us: f64,
-  pub calls: u32,
-  pub logs: u32,
 }
 
 /// A run's history (see the module doc).
