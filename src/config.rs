@@ -7,6 +7,7 @@
 //! every number positive first, then `maxOutputBytes`, counts whole, each
 //! key at most its bound, at least its bound, then the machine's limits.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use dsh_protocol::config::{machine_busy_slots, NodeFacts, RuntimeConfig};
@@ -15,14 +16,23 @@ use crate::config_keys::{js, Key, Kind, Max, Min, Value, KEYS, MAX_COUNT};
 use crate::machine::{cores, machine_memory_mb};
 use crate::NativeConfig;
 
-/// What a checked config becomes: the hosts' config and the supervisor's.
-pub struct Checked {
-  pub runtime: RuntimeConfig,
+/// What a checked config becomes: the supervisor's settings, with the
+/// hosts' config among them.
+pub struct Settings {
+  pub config: RuntimeConfig,
+  pub executable: PathBuf,
+  /// A host silent for this long is killed and replaced.
   pub unresponsive_after: Duration,
+  /// How many hosts share the runs.
   pub hosts: usize,
+  /// A host that reports a protection off ends before it takes a run
+  /// (`requireSandbox`).
   pub require_sandbox: bool,
+  /// A host whose resident memory is above this many bytes, once it has
+  /// run a program, takes no more runs and is replaced when its runs end
+  /// (`hostMaxRssMb`).
   pub recycle_above_bytes: u64,
-  /// What one run's history may hold, and all runs' together, in bytes.
+  /// What runs' histories may hold (`maxRunHistoryMb`, `maxHistoryMb`).
   pub history_caps: HistoryCaps,
   /// The most binding calls one run may make (`maxToolCalls`).
   pub max_tool_calls: u32,
@@ -137,7 +147,7 @@ fn check_per_core(config: &NativeConfig) -> Result<(), String> {
 /// Check every key; the first refusal, as the message the user sees. Then
 /// each key to its consumer: the hosts' `RuntimeConfig`, or the
 /// supervisor's settings.
-pub fn check(config: &NativeConfig, node: NodeFacts) -> Result<Checked, String> {
+pub fn check(config: &NativeConfig, node: NodeFacts, executable: PathBuf) -> Result<Settings, String> {
   check_bounds(config)?;
   // Whole, positive and bounded above (the machine's mappings bound
   // maxConcurrentRuns, below): the conversions are exact.
@@ -155,8 +165,9 @@ pub fn check(config: &NativeConfig, node: NodeFacts) -> Result<Checked, String> 
   };
   runtime.check_machine_limits()?;
   check_per_core(config)?;
-  Ok(Checked {
-    runtime,
+  Ok(Settings {
+    config: runtime,
+    executable,
     unresponsive_after: Duration::from_secs_f64(config.host_unresponsive_ms / 1000.0),
     hosts: config.isolate_hosts as usize,
     require_sandbox: config.require_sandbox,
@@ -178,12 +189,12 @@ mod tests {
   fn refusal(change: impl FnOnce(&mut NativeConfig)) -> String {
     let mut config = NativeConfig::defaults();
     change(&mut config);
-    check(&config, node()).err().unwrap_or_default()
+    check(&config, node(), PathBuf::new()).err().unwrap_or_default()
   }
 
   #[test]
   fn the_defaults_pass() {
-    assert!(check(&NativeConfig::defaults(), node()).is_ok());
+    assert!(check(&NativeConfig::defaults(), node(), PathBuf::new()).is_ok());
   }
 
   /// The messages docs/CONTRACT.md §2 gives, byte for byte.

@@ -38,7 +38,7 @@ use crate::binding_calls::{
 use crate::config_keys::NativeConfig;
 use crate::run_report::RunCost;
 use crate::run_result::NativeRunResult;
-use crate::supervisor::{queue_full, RunEnd, RuntimeStats, Settings, Supervisor};
+use crate::supervisor::{queue_full, RunEnd, RuntimeStats, Supervisor};
 
 /// The napi twin of `Outcomes`, made from the one list of kinds.
 macro_rules! native_outcomes {
@@ -212,8 +212,9 @@ impl NativeRuntime {
       hardware_concurrency: available_parallelism(),
       platform: NodeFacts::navigator_platform(),
     };
-    let checked = config::check(&config, facts).map_err(|message| Error::new(Status::InvalidArg, message))?;
     let executable = host_process::host_executable().map_err(|message| Error::new(Status::GenericFailure, message))?;
+    let settings =
+      config::check(&config, facts, executable).map_err(|message| Error::new(Status::InvalidArg, message))?;
 
     let calls = Arc::new(CallOutbox::default());
     let weak_calls = Arc::downgrade(&calls);
@@ -224,17 +225,7 @@ impl NativeRuntime {
     calls.connect(Box::new(move || {
       wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
     }));
-    let max_output_bytes = checked.runtime.max_output_bytes;
-    let settings = Settings {
-      config: checked.runtime,
-      executable,
-      unresponsive_after: checked.unresponsive_after,
-      hosts: checked.hosts,
-      require_sandbox: checked.require_sandbox,
-      recycle_above_bytes: checked.recycle_above_bytes,
-      history_caps: checked.history_caps,
-      max_tool_calls: checked.max_tool_calls,
-    };
+    let max_output_bytes = settings.config.max_output_bytes;
     let supervisor =
       Supervisor::start(settings, calls.clone()).map_err(|message| Error::new(Status::GenericFailure, message))?;
     let weak_supervisor = Arc::downgrade(&supervisor);

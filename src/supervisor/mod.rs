@@ -45,7 +45,6 @@
 //! `stats()`), `run_record.rs` (a run's record and its fate).
 
 use std::collections::{HashMap, VecDeque};
-use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -59,7 +58,7 @@ use dsh_protocol::lock::lock;
 use dsh_protocol::protections::Protections;
 
 use crate::binding_calls::CallOutbox;
-use crate::config::HistoryCaps;
+use crate::config::Settings;
 use crate::host_process::HostEnd;
 use crate::quarantine::Quarantine;
 use crate::run_report::RunCost;
@@ -95,27 +94,6 @@ pub enum RunEnd {
 
 /// Called once with a run's end, on whichever thread ends it.
 pub type Deliver = Box<dyn FnOnce(RunEnd) + Send>;
-
-/// What the supervisor settles for, from the runtime's config.
-pub struct Settings {
-  pub config: RuntimeConfig,
-  pub executable: PathBuf,
-  /// A host silent for this long is killed and replaced.
-  pub unresponsive_after: Duration,
-  /// How many hosts share the runs.
-  pub hosts: usize,
-  /// A host that reports a protection off ends before it takes a run
-  /// (`requireSandbox`).
-  pub require_sandbox: bool,
-  /// A host whose resident memory is above this many bytes, once it has
-  /// run a program, takes no more runs and is replaced when its runs end
-  /// (`hostMaxRssMb`).
-  pub recycle_above_bytes: u64,
-  /// What runs' histories may hold (`maxRunHistoryMb`, `maxHistoryMb`).
-  pub history_caps: HistoryCaps,
-  /// The most binding calls one run may make (`maxToolCalls`).
-  pub max_tool_calls: u32,
-}
 
 impl Settings {
   /// What the host of `slot` is told: its share of the prepared reserve

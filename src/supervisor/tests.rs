@@ -1,4 +1,5 @@
 use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
 use std::sync::mpsc;
 
 use dsh_protocol::failure::Divergence;
@@ -6,6 +7,8 @@ use dsh_protocol::frame::{BindingCall, FromHost};
 use dsh_protocol::history::CallIdentity;
 use dsh_protocol::out_of_band::RawString;
 use dsh_protocol::protections::Protection;
+
+use crate::config::HistoryCaps;
 
 use super::host_life::restart_delay;
 use super::run_record::{fate, Fate};
