@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 
 use dsh_protocol::failure::Divergence;
-use dsh_protocol::frame::{BindingCall, FromHost};
+use dsh_protocol::frame::{BindingCall, ExecutionCost, FromHost, HostStats};
 use dsh_protocol::history::CallIdentity;
 use dsh_protocol::out_of_band::RawString;
 use dsh_protocol::protections::Protection;
@@ -24,51 +24,23 @@ fn config() -> RuntimeConfig {
 /// standing for the run id as the wire writes it; on the channel, or
 /// after `journal:` on the journal, followed by `JournalFull` on the
 /// channel) and waits for the end of the channel or Shutdown: a host
-/// taken over by a program, as far as the harness can tell.
+/// taken over by a program, as far as the harness can tell. It is this
+/// test binary ([`hostile_host_fixture`], which writes its valid frames
+/// with the protocol's own encoder), started through a shell script that
+/// tells it what to send (the supervisor starts a host with an empty
+/// environment).
 fn hostile_host(name: &str, hostile: &str) -> PathBuf {
   hostile_host_protected(name, Protections::all(), hostile)
 }
 
 /// As [`hostile_host`], saying in its `Ready` that it has `protections`.
 fn hostile_host_protected(name: &str, protections: Protections, hostile: &str) -> PathBuf {
-  let python = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-    .map(|dir| dir.join("python3"))
-    .find(|path| path.is_file())
-    .unwrap_or_else(|| PathBuf::from("/usr/bin/python3"));
+  let binary = std::env::current_exe().expect("the test binary's path");
   let script = format!(
-    r#"#!{python}
-import os, struct
-def read_exact(n):
-  data = b''
-  while len(data) < n:
-      chunk = os.read(0, n - len(data))
-      if not chunk:
-          os._exit(0)
-      data += chunk
-  return data
-def read_frame():
-  return read_exact(struct.unpack('<I', read_exact(4))[0])
-read_frame()
-os.write(0, struct.pack('<IBI', 5, 1, {protections}))
-frame = read_frame()
-while frame[0] != 2:  # the heartbeat's stats requests may come first
-  if frame[0] == 6:
-      os._exit(0)
-  frame = read_frame()
-run = frame[1:5]
-os.write({journal}, struct.pack('<IB', 5, 2) + run)
-hostile = '{hostile}'
-if hostile.startswith('journal:'):
-  os.write({journal}, bytes.fromhex(hostile[8:].replace('RUN', run.hex())))
-  os.write(0, struct.pack('<IB', 1, 8))
-else:
-  os.write(0, bytes.fromhex(hostile.replace('RUN', run.hex())))
-while read_frame()[0] != 6:
-  pass
-"#,
-    python = python.display(),
+    "#!/bin/sh\nexport {HOSTILE}='{hostile}' {HOSTILE_PROTECTIONS}={protections}\n\
+     exec '{binary}' --exact supervisor::tests::hostile_host_fixture --ignored --test-threads=1 -q\n",
     protections = protections.bits(),
-    journal = dsh_protocol::frame::JOURNAL_FD,
+    binary = binary.display(),
   );
   let dir = std::env::temp_dir().join(format!("dsh-hostile-host-{}", std::process::id()));
   std::fs::create_dir_all(&dir).unwrap();
@@ -78,12 +50,81 @@ while read_frame()[0] != 6:
   // descriptor open for writing here, inherited by another test's host
   // between its fork and its exec, would make exec'ing this file fail
   // with "Text file busy".
-  let source = dir.join(format!("{name}.py"));
+  let source = dir.join(format!("{name}.sh"));
   std::fs::write(&source, script).unwrap();
   let copied = std::process::Command::new("cp").arg(&source).arg(&path).status().unwrap();
   assert!(copied.success(), "cp {} {}", source.display(), path.display());
   std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
   path
+}
+
+/// What the hostile host sends (see [`hostile_host`]), and the
+/// protections its `Ready` claims (their bits).
+const HOSTILE: &str = "DSH_HOSTILE_HOST";
+const HOSTILE_PROTECTIONS: &str = "DSH_HOSTILE_HOST_PROTECTIONS";
+
+/// The hostile host itself, when this binary runs as one (see
+/// [`hostile_host`]); otherwise it does nothing.
+#[test]
+#[ignore = "the hostile host's entry point: the tests that need one start this binary as a host"]
+fn hostile_host_fixture() {
+  use std::io::Write;
+  use std::os::fd::FromRawFd;
+  use std::os::unix::net::UnixStream;
+
+  let (Ok(hostile), Some(protections)) = (
+    std::env::var(HOSTILE),
+    std::env::var(HOSTILE_PROTECTIONS).ok().and_then(|bits| bits.parse().ok()).and_then(Protections::from_bits),
+  ) else {
+    return;
+  };
+  // SAFETY: a host's standard input is its channel, which the supervisor
+  // passed as a socket and nothing else in this process uses.
+  let mut channel = unsafe { UnixStream::from_raw_fd(0) };
+  // SAFETY: as the channel: the journal socket the supervisor passed at
+  // its fixed descriptor.
+  let mut journal = unsafe { UnixStream::from_raw_fd(dsh_protocol::frame::JOURNAL_FD) };
+  let mut reader = channel.try_clone().expect("the channel");
+  let mut frame = Vec::new();
+  let mut next = move || match dsh_protocol::frame::read_frame(&mut reader, &mut frame) {
+    Ok(true) => ToHost::decode(&frame).ok(),
+    _ => None,
+  };
+  let send = |stream: &mut UnixStream, message: FromHost| {
+    let mut bytes = Vec::new();
+    message.encode(&mut bytes);
+    let _ = stream.write_all(&bytes);
+  };
+  let end = || std::process::exit(0);
+  // Configure, then Ready; then, past the heartbeat's requests, a run.
+  if next().is_none() {
+    end();
+  }
+  send(&mut channel, FromHost::Ready { protections });
+  let run_id = loop {
+    match next() {
+      Some(ToHost::Submit { run_id, .. }) => break run_id,
+      Some(ToHost::Shutdown) | None => end(),
+      Some(_) => {}
+    }
+  };
+  send(&mut journal, FromHost::Started { run_id });
+  let run: String = run_id.to_le_bytes().iter().map(|byte| format!("{byte:02x}")).collect();
+  let hostile = hostile.replace("RUN", &run);
+  let bytes = |hex: &str| -> Vec<u8> {
+    (0..hex.len()).step_by(2).map(|at| u8::from_str_radix(&hex[at..at + 2], 16).expect("hex")).collect()
+  };
+  match hostile.strip_prefix("journal:") {
+    Some(hex) => {
+      let _ = journal.write_all(&bytes(hex));
+      send(&mut channel, FromHost::JournalFull);
+    }
+    None => {
+      let _ = channel.write_all(&bytes(&hostile));
+    }
+  }
+  while !matches!(next(), Some(ToHost::Shutdown) | None) {}
+  end();
 }
 
 /// One shared host of `executable`, with the small config.
@@ -129,56 +170,140 @@ const SOME_RUN: u32 = 0xdead_beef;
 /// The hex of `message` as the protocol encodes it, with `RUN` for
 /// [`SOME_RUN`].
 fn hex_of(message: &FromHost) -> String {
+  altered(message, |_| {})
+}
+
+/// [`hex_of`] `message`, its frame's bytes altered by `alter` after its
+/// length (which is set to what they are then): a frame no host writes.
+fn altered(message: &FromHost, alter: impl FnOnce(&mut Vec<u8>)) -> String {
   let mut frame = Vec::new();
   message.encode(&mut frame);
+  alter(&mut frame);
+  let len = u32::try_from(frame.len() - 4).expect("a short frame");
+  frame[..4].copy_from_slice(&len.to_le_bytes());
+  hex(&frame)
+}
+
+/// The hex of `frame`, with `RUN` for [`SOME_RUN`].
+fn hex(frame: &[u8]) -> String {
   let hex: String = frame.iter().map(|byte| format!("{byte:02x}")).collect();
   hex.replace(&SOME_RUN.to_le_bytes().iter().map(|byte| format!("{byte:02x}")).collect::<String>(), "RUN")
+}
+
+/// A `Finished` of [`SOME_RUN`] with `completion`.
+fn finished(completion: Completion) -> FromHost {
+  FromHost::Finished { run_id: SOME_RUN, cost: ExecutionCost::default(), completion }
 }
 
 /// A calls frame of one call whose argument is `json`, with one long
 /// string (`x`) beside it at `places`.
 fn call_with_a_string(json: &str, places: &str) -> String {
   hex_of(&FromHost::Calls(vec![BindingCall {
+    args: json.to_owned(),
+    paths: places.to_owned(),
+    strings: vec![RawString::Latin1(b"x".to_vec())],
+    ..no_strings()
+  }]))
+}
+
+/// A call of [`SOME_RUN`], its first, with no long strings.
+fn no_strings() -> BindingCall {
+  BindingCall {
     run_id: SOME_RUN,
     call_id: 0,
     namespace: 0,
     function: 0,
-    args: json.to_owned(),
-    paths: places.to_owned(),
-    strings: vec![RawString::Latin1(b"x".to_vec())],
-  }]))
+    args: String::new(),
+    paths: String::new(),
+    strings: Vec::new(),
+  }
 }
 
 #[test]
 fn a_host_that_breaks_the_protocol_ends_its_runs_never_the_harness() {
-  // Each: a frame that must not decode, or a message the host has no right to send.
-  let cases = [
-    ("unknown-tag", "0100000063"),
-    ("field-cut-short", "03000000020102"),
-    ("bytes-left-over", "0600000002RUN00"),
-    ("frame-too-long", "01000080ff"),
-    ("log-for-another-run", "journal:0b00000003e7030000010000004100"),
+  // Each: a frame that must not decode, or a message the host has no
+  // right to send (valid frames from the protocol's encoder, malformed
+  // ones by altering its bytes), and why the harness refuses it.
+  let cases: [(&str, String, &str); 16] = [
+    ("unknown-tag", "0100000063".into(), "unknown frame tag 99 from a host"),
+    ("field-cut-short", "03000000020102".into(), "a frame ends inside a field (4 bytes wanted, 2 left)"),
+    (
+      "bytes-left-over",
+      altered(&FromHost::Started { run_id: SOME_RUN }, |frame| frame.push(0)),
+      "1 bytes left over after a frame's fields",
+    ),
+    ("frame-too-long", "01000080ff".into(), "a frame of 2147483649 bytes"),
+    (
+      "log-for-another-run",
+      format!("journal:{}", hex_of(&FromHost::Log { run_id: 999, text: vec![0x41] })),
+      "a log entry for run 999, which is not on this host",
+    ),
     // Each stream carries its own frames only.
-    ("log-on-the-channel", "0b00000003RUN010000004100"),
-    ("finished-on-the-journal", "journal:1e00000005RUN00000000000000000000000000000000000000000000000000"),
-    ("journal-frame-too-long", "journal:01000080ff"),
-    ("finished-with-an-unknown-completion", "1e00000005RUN00000000000000000000000000000000000000000000000009"),
-    ("stats-never-asked-for", "4100000007ffffffffffffffff0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"),
-    ("ready-twice", "05000000013f000000"),
-    ("calls-with-a-count-it-cannot-hold", "0500000004ffffffff"),
-    ("call-args-not-utf8", "1e0000000401000000RUN00000000000000000000000001000000ff00000000"),
+    (
+      "log-on-the-channel",
+      hex_of(&FromHost::Log { run_id: SOME_RUN, text: vec![0x41] }),
+      "a frame of the journal on the channel",
+    ),
+    (
+      "finished-on-the-journal",
+      format!("journal:{}", hex_of(&finished(Completion::NoValue))),
+      "a frame of the channel on the journal",
+    ),
+    ("journal-frame-too-long", "journal:01000080ff".into(), "its journal: a frame of 2147483649 bytes"),
+    // The completion's code, last.
+    (
+      "finished-with-an-unknown-completion",
+      altered(&finished(Completion::NoValue), |frame| *frame.last_mut().unwrap() = 9),
+      "unknown completion tag 9",
+    ),
+    (
+      "stats-never-asked-for",
+      hex_of(&FromHost::Stats { seq: u64::MAX, stats: HostStats::default() }),
+      "stats for request 18446744073709551615, which was never sent",
+    ),
+    ("ready-twice", hex_of(&FromHost::Ready { protections: Protections::all() }), "ready twice"),
+    (
+      "calls-with-a-count-it-cannot-hold",
+      altered(&FromHost::Calls(Vec::new()), |frame| frame[5..9].fill(0xff)),
+      "a count of 4294967295 items does not fit the frame",
+    ),
+    // The argument's one byte, before the count of its long strings.
+    (
+      "call-args-not-utf8",
+      altered(&FromHost::Calls(vec![BindingCall { args: "a".into(), ..no_strings() }]), |frame| {
+        let at = frame.len() - 5;
+        frame[at] = 0xff;
+      }),
+      "text is not UTF-8",
+    ),
     // A long string whose place holds a value, or is no place at all
-    // (js/01_lossless_json.js writes null there): frames the protocol's
-    // own encoder writes, so that they follow its format.
-    ("call-string-at-a-value", &call_with_a_string("{\"a\":1}", "[[0,\"a\"]]")),
-    ("call-string-at-no-place", &call_with_a_string("{\"a\":null}", "[[0,\"b\"]]")),
-    ("failure-of-an-unknown-kind", "2300000005RUN000000000000000000000000000000000000000000000000026300000000"),
+    // (js/01_lossless_json.js writes null there).
+    (
+      "call-string-at-a-value",
+      call_with_a_string("{\"a\":1}", "[[0,\"a\"]]"),
+      "an out-of-band string's place in the JSON is not null",
+    ),
+    (
+      "call-string-at-no-place",
+      call_with_a_string("{\"a\":null}", "[[0,\"b\"]]"),
+      "an out-of-band string's path leads to no place in the JSON, in order",
+    ),
+    // The failure's kind, before its message's length (an empty message).
+    (
+      "failure-of-an-unknown-kind",
+      altered(&finished(Completion::Failure { kind: FailureKind::Exception, message: Vec::new() }), |frame| {
+        let at = frame.len() - 5;
+        frame[at] = 0x63;
+      }),
+      "unknown failure kind 99",
+    ),
   ];
-  for (name, hostile) in cases {
-    match run_against(name, hostile) {
+  for (name, hostile, why) in cases {
+    match run_against(name, &hostile) {
       Completion::Failure { kind: FailureKind::WorkerExit, message } => {
         let message = String::from_utf16_lossy(&message);
-        assert!(message.starts_with("the isolate host broke the channel's protocol ("), "{name}: {message}");
+        let expected = format!("the isolate host broke the channel's protocol ({why}) and was replaced");
+        assert_eq!(message, expected, "{name}");
       }
       other => panic!("{name}: {other:?}"),
     }
