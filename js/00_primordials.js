@@ -333,7 +333,7 @@
   // deno_core exposes the engine's proxy check; the host passes util.types.isProxy.
   p.isProxy = globalThis.Deno.core.isProxy;
 
-  // The sandbox's own ops, as crates/isolate-host/src/sandbox_ext.rs lists them (the one list):
+  // The sandbox's own ops, as crates/sandbox-ext/src/lib.rs lists them (the one list):
   // every op named op_dsh_*, captured before the seal removes Deno.
   const coreOps = globalThis.Deno.core.ops;
   const ops = Object.create(null);
@@ -341,7 +341,7 @@
     if (name.startsWith("op_dsh_")) ops[name] = coreOps[name];
   }
 
-  // The numbers the ops and this JS exchange, by name, as crates/isolate-host/src/sandbox_ext.rs
+  // The numbers the ops and this JS exchange, by name, as crates/sandbox-ext/src/lib.rs
   // defines them (the one definition). A name the JS uses that the table
   // lacks fails the snapshot build, not a run. (The host realm evaluates
   // this file without ops, for lossless JSON only: it gets an empty table.)
@@ -353,7 +353,7 @@
       // Read by lazy modules too, after the program may have replaced
       // Object, Error or String: primordials.
       get(target, name) {
-        if (!p.ObjectHasOwn(target, name)) throw new p.Error(`protocol.${group}.${p.String(name)} is not defined by crates/isolate-host/src/sandbox_ext.rs`);
+        if (!p.ObjectHasOwn(target, name)) throw new p.Error(`protocol.${group}.${p.String(name)} is not defined by crates/sandbox-ext/src/lib.rs`);
         return target[name];
       },
     });

@@ -19,7 +19,7 @@
 
   const HEX_PAIR = new p.RegExp("^[0-9a-fA-F]{2}$");
   // Indices of the components the ops return, and the ops' setter numbers
-  // (crates/isolate-host/src/sandbox_ext.rs defines both).
+  // (crates/sandbox-ext/src/lib.rs defines both).
   const { href: HREF, origin: ORIGIN, protocol: PROTOCOL, username: USERNAME, password: PASSWORD, host: HOST, hostname: HOSTNAME, port: PORT, pathname: PATHNAME, search: SEARCH, hash: HASH } =
     protocol.urlParts;
   const {

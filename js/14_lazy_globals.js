@@ -1,7 +1,7 @@
 // Copyright the dsh-code-runtime-v8 authors. MIT license.
 // The globals whose code is kept out of the snapshot: Buffer, crypto,
 // the events and AbortSignal family, navigator and performance. Their
-// modules (js/lazy/*.js, embedded in the isolate host: crates/isolate-host/src/sandbox_ext.rs,
+// modules (js/lazy/*.js, embedded in the isolate host: crates/sandbox-ext/src/lib.rs,
 // LAZY_SOURCES) are compiled in an isolate the first time its program
 // touches one of their globals: each is an accessor on the global (made
 // here, so it is in the snapshot) that replaces itself by the value. In
@@ -54,7 +54,7 @@
   // And the other way: a source Rust embeds that no global here makes
   // would ship in every addon and never run.
   for (const name of ObjectKeys(protocol.lazySources)) {
-    if (SOURCES[name] === undefined) throw new p.Error(`crates/isolate-host/src/sandbox_ext.rs embeds lazy source ${name}, which js/14_lazy_globals.js never loads`);
+    if (SOURCES[name] === undefined) throw new p.Error(`crates/sandbox-ext/src/lib.rs embeds lazy source ${name}, which js/14_lazy_globals.js never loads`);
   }
   /** The text of lazy source `name` (js/lazy/<name>.js, or the vendored buffer package). */
   const lazySource = (name) => ops.op_dsh_lazy_source(SOURCES[name]);

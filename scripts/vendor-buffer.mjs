@@ -2,7 +2,7 @@
 // Bundles the `buffer` package (Node's Buffer API, written for browsers;
 // with its two dependencies, base64-js and ieee754) into one script that
 // js/lazy/buffer.js evaluates in an isolate the first time its program
-// touches `Buffer` (the addon embeds it: src/sandbox_ext.rs). The bundle is
+// touches `Buffer` (the addon embeds it: crates/sandbox-ext/src/lib.rs). The bundle is
 // committed, so building the addon needs no bundler; `buffer.test.ts`
 // bundles again and fails when the committed file differs.
 //

@@ -1,9 +1,6 @@
 //! Builds the startup snapshot that holds the sandbox's bootstrap JS
-//! (the workspace's js/*.js), so every isolate starts with it already loaded.
-
-#[allow(dead_code)]
-#[path = "src/sandbox_ext.rs"]
-mod sandbox_ext;
+//! (the workspace's js/*.js, in the `dsh_sandbox_ext` extension), so every
+//! isolate starts with it already loaded.
 
 use std::path::PathBuf;
 
@@ -18,7 +15,7 @@ fn main() {
       cargo_manifest_dir: env!("CARGO_MANIFEST_DIR"),
       startup_snapshot: None,
       skip_op_registration: false,
-      extensions: vec![sandbox_ext::dsh_sandbox::init()],
+      extensions: vec![dsh_sandbox_ext::dsh_sandbox::init()],
       extension_transpiler: None,
       with_runtime_cb: None,
     },
@@ -30,7 +27,6 @@ fn main() {
   for path in output.files_loaded_during_snapshot {
     println!("cargo:rerun-if-changed={}", path.display());
   }
-  println!("cargo:rerun-if-changed=src/sandbox_ext.rs");
-  println!("cargo:rerun-if-changed=src/sandbox_ext");
+  println!("cargo:rerun-if-changed=../sandbox-ext/src");
   println!("cargo:rerun-if-changed=../../js");
 }

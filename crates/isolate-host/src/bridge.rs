@@ -34,11 +34,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use dsh_protocol::frame::{Answer, BindingCall, CALLS_FRAME_OVERHEAD};
 use dsh_protocol::out_of_band::RawString;
+use dsh_sandbox_ext::{take_handed, HeldMemory};
 
 use crate::live_runs::LiveRuns;
 use crate::lock::lock;
 use crate::mailbox::{Mailbox, TakeReplies};
-use crate::sandbox_ext::{take_handed, HeldMemory};
 
 /// A call's argument as it leaves: its lossless JSON, and the long strings
 /// that cross beside it (see `dsh_protocol::out_of_band`).
@@ -198,7 +198,7 @@ impl Bridge {
 mod tests {
   use super::*;
   use crate::external_memory::ExternalMemory;
-  use crate::sandbox_ext::with_held;
+  use dsh_sandbox_ext::with_held;
 
   fn hold(account: &ExternalMemory, bytes: usize) -> Option<HeldMemory> {
     account.hold(bytes).map(|held| Box::new(held) as HeldMemory)

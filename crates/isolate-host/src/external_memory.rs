@@ -28,7 +28,7 @@
 //!
 //! A host call's argument is copied out of the heap into the host's memory
 //! until the frame that carries it to the harness is written
-//! (`sandbox_ext.rs`'s call ops, `bridge.rs`): one heap string passed N
+//! (`dsh_sandbox_ext`'s call ops, `bridge.rs`): one heap string passed N
 //! times is N copies, so each call's copies are a [`Held`] reservation
 //! against the account of the run that made it (the ops' [`CallMemory`]).
 
@@ -37,10 +37,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use deno_core::v8;
+use dsh_sandbox_ext::{set_call_memory, CallMemory, HeldMemory};
 
 use crate::control::RunControl;
 use crate::lock::lock;
-use crate::sandbox_ext::{set_call_memory, CallMemory, HeldMemory};
 use dsh_protocol::failure::StopReason;
 
 /// Per-isolate accounting of memory held outside the V8 heap.

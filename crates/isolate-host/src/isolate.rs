@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use deno_core::{v8, JsRuntime, ModuleLoadResponse, ModuleLoader, ModuleSpecifier, RuntimeOptions};
 use deno_error::JsErrorBox;
+use dsh_sandbox_ext::dsh_sandbox;
 
 use crate::allocator::capped_allocator;
 use crate::config::RuntimeConfig;
 use crate::external_memory::ExternalMemory;
 use crate::heap_peak::HeapPeak;
-use crate::sandbox_ext::dsh_sandbox;
 
 static SNAPSHOT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/SANDBOX_SNAPSHOT.bin"));
 

@@ -30,7 +30,6 @@ mod memory_return;
 pub mod platform;
 pub mod program_priority;
 pub mod run;
-mod sandbox_ext;
 pub mod scheduler;
 pub mod transpile;
 mod watchdog;

@@ -11,6 +11,7 @@ use std::task::Poll;
 use std::time::Instant;
 
 use deno_core::{v8, PollEventLoopOptions};
+use dsh_sandbox_ext::{HostSlot, RepliesFuture, ReplyBatch, SandboxHost, Settlement, StringsBeside};
 
 use crate::bindings_descriptor::BindingsDescriptor;
 use crate::bridge::{Argument, Bridge};
@@ -23,7 +24,6 @@ use crate::icu_memory::ChargeIcu;
 use crate::isolate::{heap_limit_with_room, PreparedIsolate};
 use crate::ledger::{FailureKind, Output, OutputLedger};
 use crate::mailbox::Mailbox;
-use crate::sandbox_ext::{HostSlot, RepliesFuture, ReplyBatch, SandboxHost, Settlement, StringsBeside};
 use crate::transpile::{strip_types, PROGRAM_NAME};
 use dsh_protocol::contract::COMPLETION_NOT_LOSSLESS;
 use dsh_protocol::failure::{failure, StopReason};

@@ -1,9 +1,9 @@
 //! The deno_core extension that is a program's only door to the host.
 //!
-//! This file is compiled twice: into the isolate host, and into `build.rs`, which
-//! bakes the extension's JS (`js/*.js`) into the startup snapshot. It must
-//! therefore depend on nothing but deno_core, deno_error, serde, libc and url: every op
-//! delegates to the [`SandboxHost`] that the run puts into the `OpState`.
+//! A crate of its own because two use it: the isolate host, and its
+//! `build.rs`, which bakes the extension's JS (`js/*.js`) into the startup
+//! snapshot. It depends on nothing of the host's: every op delegates to
+//! the [`SandboxHost`] that the run puts into the `OpState`.
 //!
 //! Every op treats its caller as hostile: the bootstrap captures the ops
 //! and deletes `Deno` before program code runs, but an op must still
@@ -21,15 +21,10 @@ use dsh_protocol::frame::{encoded_call_len, MAX_CALL_BYTES};
 use dsh_protocol::out_of_band::RawString;
 use dsh_protocol::readings::Clock;
 
-// What the ops call, each beside its subject. Explicit paths: build.rs
-// compiles this file too (for the snapshot), from another crate root.
-#[path = "sandbox_ext/digest.rs"]
+// What the ops call, each beside its subject.
 mod digest;
-#[path = "sandbox_ext/json_nesting.rs"]
 mod json_nesting;
-#[path = "sandbox_ext/lazy_sources.rs"]
 mod lazy_sources;
-#[path = "sandbox_ext/whatwg_url.rs"]
 mod whatwg_url;
 
 use digest::{digest, DIGESTS};
