@@ -35,7 +35,7 @@ export declare class NativeLogs {
 export declare class NativeRuntime {
   /**
    * Start the runtime and its first isolate host (returns once the host
-   * is ready). `onCalls(ids, args)` receives each batch of host calls
+   * is ready). `onCalls(ids, args)` receives each batch of binding calls
    * (layout: `BINDING_CALL_IDS` numbers per call) and answers them through
    * `reply()` (`REPLY_IDS` numbers per reply).
    */
@@ -49,7 +49,7 @@ export declare class NativeRuntime {
   /** Abort a live run; its result reports `abort` with `reason`. */
   abort(runId: number, reason: string): void
   /**
-   * Answer host calls: reply `i` settles (run `ids[4i]`, call `ids[4i+1]`)
+   * Answer binding calls: reply `i` settles (run `ids[4i]`, call `ids[4i+1]`)
    * as `ids[4i+2]` says (`REPLY_REJECT`, `REPLY_JSON`, `REPLY_TEXT`: see
    * `dsh_protocol::frame::ReplyKind`) with its text, the next of `texts`;
    * a JSON reply with `ids[4i+3]` long strings beside it (0 for every
@@ -87,7 +87,7 @@ export declare class NativeRuntime {
 export declare const ARGUMENTS_NOT_LOSSLESS: string
 
 /**
- * Numbers per host call in the `ids` that `onCalls(ids, args)` receives:
+ * Numbers per binding call in the `ids` that `onCalls(ids, args)` receives:
  * run id, call id, namespace index, function index.
  */
 export declare const BINDING_CALL_IDS: number

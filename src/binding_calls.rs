@@ -1,4 +1,4 @@
-//! Host calls crossing from the isolate hosts' reader threads to Node's
+//! Binding calls crossing from the isolate hosts' reader threads to Node's
 //! main thread, and replies crossing back: the layouts both sides read
 //! (napi constants the TS layer imports, so the numbers are defined once),
 //! the outbox the reader threads fill, and the threadsafe function that
@@ -17,7 +17,7 @@ use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 
-/// Numbers per host call in the `ids` that `onCalls(ids, args)` receives:
+/// Numbers per binding call in the `ids` that `onCalls(ids, args)` receives:
 /// run id, call id, namespace index, function index.
 #[napi]
 pub const BINDING_CALL_IDS: u32 = 4;
@@ -51,7 +51,7 @@ pub const ARGUMENTS_NOT_LOSSLESS: &str = dsh_protocol::contract::ARGUMENTS_NOT_L
 #[cfg_attr(test, allow(dead_code))]
 pub const RESOLUTION_NOT_LOSSLESS: &str = dsh_protocol::contract::RESOLUTION_NOT_LOSSLESS;
 
-/// The program-to-host calls of one wake-up, handed to `onCalls(ids, args)`:
+/// The binding calls of one wake-up, handed to `onCalls(ids, args)`:
 /// call `i` is `(ids[4i], ids[4i+1], ids[4i+2], ids[4i+3], args[i])` =
 /// (run id, call id, namespace index, function index, argument; see
 /// [`BindingCallArgs`]). Columns, not one object per call: `Promise.all` over
@@ -159,7 +159,7 @@ impl ValidateNapiValue for Utf8Text {}
 /// A position in a JS array (a batch is far shorter than 2^32 items; one
 /// that is not fails the wake-up instead of wrapping).
 fn index(at: usize) -> Result<u32> {
-  u32::try_from(at).map_err(|_| Error::new(Status::GenericFailure, "a batch of host calls too long for an array"))
+  u32::try_from(at).map_err(|_| Error::new(Status::GenericFailure, "a batch of binding calls too long for an array"))
 }
 
 /// What `onCalls` is called with: one wake-up's calls.
@@ -326,7 +326,7 @@ mod tests {
   }
 
   #[test]
-  fn host_spin_backs_off_while_calls_do_not_follow_and_recovers_on_a_hit() {
+  fn the_linger_backs_off_while_calls_do_not_follow_and_recovers_on_a_hit() {
     let spin = LingerSpin::default();
     // Misses back off 1, 3, 7, ... 63 answers: 200 answers wait 8 times.
     assert_eq!(waits(&spin, 200, false), 8);

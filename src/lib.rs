@@ -2,7 +2,7 @@
 //! the isolate hosts. `NativeRuntime` converts between JS values and the
 //! supervisor (`supervisor`), which places runs on an isolate-host process
 //! (`host_process`) and settles them, whatever becomes of the host. No V8
-//! runs in this process: programs run only in hosts. How host calls and
+//! runs in this process: programs run only in hosts. How binding calls and
 //! results cross to JS is in `binding_calls` and `run_result`.
 
 #![deny(clippy::unwrap_used)]
@@ -193,7 +193,7 @@ type Resolver<T> = Box<dyn FnOnce(Env) -> Result<T> + Send>;
 #[napi]
 impl NativeRuntime {
   /// Start the runtime and its first isolate host (returns once the host
-  /// is ready). `onCalls(ids, args)` receives each batch of host calls
+  /// is ready). `onCalls(ids, args)` receives each batch of binding calls
   /// (layout: `BINDING_CALL_IDS` numbers per call) and answers them through
   /// `reply()` (`REPLY_IDS` numbers per reply).
   #[napi(constructor)]
@@ -272,7 +272,7 @@ impl NativeRuntime {
     self.core.supervisor.abort(run_id, reason.to_vec());
   }
 
-  /// Answer host calls: reply `i` settles (run `ids[4i]`, call `ids[4i+1]`)
+  /// Answer binding calls: reply `i` settles (run `ids[4i]`, call `ids[4i+1]`)
   /// as `ids[4i+2]` says (`REPLY_REJECT`, `REPLY_JSON`, `REPLY_TEXT`: see
   /// `dsh_protocol::frame::ReplyKind`) with its text, the next of `texts`;
   /// a JSON reply with `ids[4i+3]` long strings beside it (0 for every

@@ -109,7 +109,7 @@ impl Supervisor {
         if let Some(call) = calls.iter().find(|call| {
           state.runs.get(&call.run_id).is_some_and(|record| record.host.is_some_and(|on| on != host.generation))
         }) {
-          return Err(format!("a host call for run {}, which is not on this host", call.run_id));
+          return Err(format!("a binding call for run {}, which is not on this host", call.run_id));
         }
         let calls = calls.into_iter().zip(identities).filter(|(call, _)| on_this_host(&state, call.run_id)).collect();
         let (to_tools, answers, violation) = self.take_calls_into_histories(&mut state, host, calls);

@@ -31,7 +31,7 @@
 //!
 //! Who does what: Node's main thread submits, aborts, replies and asks for
 //! stats; the reader thread of each host turns its frames into record
-//! updates, host calls and results, reading the host's journal before each
+//! updates, binding calls and results, reading the host's journal before each
 //! frame of its channel and once the host has ended; the supervisor thread sends heartbeats,
 //! kills a host that stops answering, starts replacements and times out
 //! runs waiting in the queue.

@@ -1,4 +1,4 @@
-//! The binding bridge: host calls out of the isolates, replies back in.
+//! The binding bridge: binding calls out of the isolates, replies back in.
 //!
 //! A program-side `await tools.x(args)` queues the call here through a sync
 //! op and gets a call id. Calls leave in batches, one frame each, from the
@@ -19,7 +19,7 @@
 //! Sequential calls (`await tools.a(); await tools.b()`) are bound by the
 //! thread and process wake-ups of each round trip, not by work. Both ends
 //! therefore wait briefly, awake, for the other's next message before they
-//! sleep: the reply pump here for the reply ([`SPIN_BEFORE_PARK`]), the
+//! sleep: the reply pump for the reply (`mailbox.rs`'s `SPIN_BEFORE_PARK`), the
 //! harness for the next call (`src/binding_calls.rs`'s `LingerSpin`). While they wait,
 //! each takes the message it waits for off the channel itself
 //! (`dsh_protocol::inbox`), so no sleeping reader has to be woken first.

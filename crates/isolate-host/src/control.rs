@@ -4,7 +4,7 @@
 //!
 //! The first reason wins. Stopping terminates the isolate's JS (a hot loop
 //! included) and wakes the run's event loop, which may be parked waiting
-//! on a host call that termination alone would not interrupt.
+//! on a binding call that termination alone would not interrupt.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -26,7 +26,7 @@
 //! still over the cap is stopped (`worker-exit`), so it cannot catch the
 //! `RangeError` and probe on.
 //!
-//! A host call's argument is copied out of the heap into the host's memory
+//! A binding call's argument is copied out of the heap into the host's memory
 //! until the frame that carries it to the harness is written
 //! (`dsh_sandbox_ext`'s call ops, `bridge.rs`): one heap string passed N
 //! times is N copies, so each call's copies are a [`Held`] reservation
@@ -63,7 +63,7 @@ pub struct ExternalMemory {
 }
 
 /// Bytes reserved against an account until this is dropped, on whichever
-/// thread: a host call's copies, held from the op that makes them until
+/// thread: a binding call's copies, held from the op that makes them until
 /// the frame carrying them is written (by whichever run thread flushes).
 pub struct Held {
   account: Arc<ExternalMemory>,

@@ -3,7 +3,7 @@
 //! nothing in its environment and `/` as its working directory, and
 //! speaks `dsh_protocol::frame` over it: a `Configure` frame first, then
 //! submissions, aborts, replies and stats requests; the host answers with
-//! `Ready`, then each run's host calls and result. Each run's start and
+//! `Ready`, then each run's binding calls and result. Each run's start and
 //! log entries go to the journal (`JOURNAL_FD`), which nobody waits on.
 //!
 //! Before any program runs, the host locks itself down (`lockdown`): no

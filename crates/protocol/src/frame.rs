@@ -85,7 +85,7 @@ pub enum ToHost {
   },
   /// Stop a run with `abort` and this reason.
   Abort { run_id: u32, reason: Vec<u16> },
-  /// Answers to host calls.
+  /// Answers to binding calls.
   Replies(Vec<Reply>),
   /// Ask for a [`FromHost::Stats`] carrying `seq` (also the heartbeat).
   StatsRequest { seq: u64 },
@@ -130,7 +130,7 @@ pub struct HistoryEnd {
   pub logs: u32,
 }
 
-/// One answer to a host call.
+/// One answer to a binding call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
   pub run_id: u32,

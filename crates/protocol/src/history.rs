@@ -2,7 +2,7 @@
 //! in order, so that a run whose isolate host dies can be executed again on
 //! another host and reach the same point without calling any tool twice.
 //!
-//! What it holds: each host call the run made (which function, and a
+//! What it holds: each binding call the run made (which function, and a
 //! digest of the argument as it crossed), in the order the run made them,
 //! with the reply the harness's tool gave it once there is one; and the
 //! readings of its clocks (`readings.rs`), which its host sends before the

@@ -3,7 +3,7 @@
 //!
 //! Each end of the channel has an owner thread that reads every frame (the
 //! harness's reader thread per host, the host's main thread). A round trip
-//! of a host call would otherwise wake that owner from its sleep twice, once
+//! of a binding call would otherwise wake that owner from its sleep twice, once
 //! per side, and on a VM each wake of a sleeping thread (often of an idle,
 //! halted virtual CPU) costs more than the call's whole work. But on each
 //! side one thread is already awake, waiting for exactly that frame: the

@@ -1,4 +1,4 @@
-//! Long strings of a host call's argument that cross beside its JSON, as
+//! Long strings of a binding call's argument that cross beside its JSON, as
 //! the bytes V8 holds them in, instead of inside it: encoding, sending and
 //! parsing a string of megabytes as JSON is most of what such a call costs
 //! (a tool's result does the same the other way: `frame::Answer`).

@@ -36,7 +36,7 @@ use whatwg_url::{URL_PARTS, URL_SETTERS};
 /// least one).
 pub type RepliesFuture = Pin<Box<dyn Future<Output = ReplyBatch>>>;
 
-/// Replies to host calls, as columns: reply `i` answers call `ids[i]`,
+/// Replies to binding calls, as columns: reply `i` answers call `ids[i]`,
 /// resolving when `oks[i]` with `texts[i]` itself when `raws[i]`, else with
 /// the value whose JSON text it is (with `beside[i]`'s strings in their
 /// places, when it has some); rejecting otherwise, with the message whose
@@ -196,7 +196,7 @@ pub trait SandboxHost {
   fn fill_random(&self, buffer: &mut [u8]);
 }
 
-/// What a host call's copies are reserved against: the run's
+/// What a binding call's copies are reserved against: the run's
 /// external-memory account (`external_memory.rs`), which makes itself the
 /// thread's [`set_call_memory`] while its run is attached.
 pub trait CallMemory: Send + Sync {
