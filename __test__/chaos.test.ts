@@ -32,7 +32,7 @@
  * call only once the racing timer's callback has made a call of its own,
  * so the timer wins in every first execution. Executed again, the reply is
  * in the history and would come at once, long before the timer: only the
- * recorded order of events (js/17_event_order.js) makes the timer win
+ * recorded order of events (crates/sandbox-ext/js/17_event_order.js) makes the timer win
  * again. The other races, and every interleaving of timers with replies,
  * are left to real time.
  *

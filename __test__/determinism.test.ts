@@ -289,7 +289,7 @@ describe('clock readings are the same in a re-execution', () => {
 
 /**
  * Facts a program can observe of the built-ins replaced to read the run's
- * wall clock (js/16_clock.js): each must be Node's. Only facts that do not
+ * wall clock (crates/sandbox-ext/js/16_clock.js): each must be Node's. Only facts that do not
  * change with the time are compared.
  */
 const shapes = [

@@ -13,7 +13,7 @@ const root = resolve(fileURLToPath(new URL('..', import.meta.url)))
 /** Tracked text files of our own (not the vendored bundle, not lockfiles). */
 const files = execFileSync('git', ['ls-files'], { cwd: root, encoding: 'utf8' })
   .split('\n')
-  .filter((path) => /\.(rs|js|mjs|ts|md|toml|json)$/.test(path) && !path.startsWith('js/vendor/') && !path.endsWith('package-lock.json'))
+  .filter((path) => /\.(rs|js|mjs|ts|md|toml|json)$/.test(path) && !path.startsWith('crates/sandbox-ext/js/vendor/') && !path.endsWith('package-lock.json'))
 
 describe('the repository stands alone', () => {
   it('cites no document outside it', () => {

@@ -110,7 +110,7 @@ const routes: Array<[string, string, Ending]> = [
     "const segs = new Intl.Segmenter('en').segment('x'.repeat(1e5)); const keep = []; for (;;) keep.push(segs[Symbol.iterator]())",
     'external',
   ],
-  // The run's own waiters (js/18_atomics_wait.js): each a promise and a
+  // The run's own waiters (crates/sandbox-ext/js/18_atomics_wait.js): each a promise and a
   // timer, on the heap.
   [
     'Atomics.waitAsync waiters, kept pending',

@@ -235,7 +235,7 @@ describe('process under attack', () => {
 
 describe('lazy globals made after the program tampered with built-ins', () => {
   // What the harness's own suite does to the boundary's built-ins, then a
-  // first touch of one lazy global (js/14_lazy_globals.js) per run.
+  // first touch of one lazy global (crates/sandbox-ext/js/14_lazy_globals.js) per run.
   const TAMPER = `
     const arrayPrototype = Array.prototype, objectPrototype = Object.prototype, stringPrototype = String.prototype
     Array.isArray = () => false

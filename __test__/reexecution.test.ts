@@ -341,7 +341,7 @@ describe('a run executed again sees its timers and replies in the recorded order
   // (the tool is answered after the program went on); executed again, the
   // reply is answered from the history at once, long before the timer falls
   // due, and would win, but the history holds the order in which the two
-  // reached the program (js/17_event_order.js): the reply waits for the
+  // reached the program (crates/sandbox-ext/js/17_event_order.js): the reply waits for the
   // timer, and the program sees 'timer' again.
   const RACE = `const winner = await Promise.race([
        tools.hold({}).then(() => 'reply'),
@@ -419,7 +419,7 @@ describe('a run executed again sees its timers and replies in the recorded order
 
   it("Atomics.waitAsync's timeout racing a reply, and the waiters notify then finds", async () => {
     // The wait times out first; executed again, its timeout (a timer of the
-    // run: js/18_atomics_wait.js) keeps its recorded place, so `notify`
+    // run: crates/sandbox-ext/js/18_atomics_wait.js) keeps its recorded place, so `notify`
     // finds the same waiters: none on the element that timed out, one on
     // the other.
     const { settled, holdCalls, parkedWith } = await raceAcrossAHostDeath(

@@ -66,7 +66,7 @@ function importFailure(cwd: string, preload?: string): string {
  * results beside the suite does not count as the publish's doing.
  */
 const checkoutStatus = () =>
-  execFileSync('git', ['status', '--porcelain', '--untracked-files=all', '--', 'package.json', 'package-lock.json', 'index.js', 'index.d.ts', 'npm', 'lib', 'js', 'ts', 'src', 'crates', 'scripts'], {
+  execFileSync('git', ['status', '--porcelain', '--untracked-files=all', '--', 'package.json', 'package-lock.json', 'index.js', 'index.d.ts', 'npm', 'lib', 'ts', 'src', 'crates', 'scripts'], {
     cwd: root,
     encoding: 'utf8',
   })
@@ -130,13 +130,13 @@ describe('publishing from the built checkout', () => {
     expect(checkoutAfter).toBe(checkoutBefore)
   })
 
-  it('the main package ships the loader, the TypeScript layer and the two JS files the host evaluates, nothing else', () => {
+  it('the main package ships the loader, the TypeScript layer and the two JS files the harness evaluates, nothing else', () => {
     const installed = filesUnder(join(folder, 'consumer', 'node_modules', manifest.name))
     const compiled = readdirSync(join(root, 'ts'))
       .filter((name) => name.endsWith('.ts'))
       .flatMap((name) => [`lib/${name.replace(/\.ts$/, '.d.ts')}`, `lib/${name.replace(/\.ts$/, '.js')}`])
     expect(installed).toEqual(
-      ['LICENSE', 'README.md', 'index.d.ts', 'index.js', 'js/00_primordials.js', 'js/01_lossless_json.js', 'package.json', ...compiled].sort(),
+      ['LICENSE', 'README.md', 'index.d.ts', 'index.js', 'crates/sandbox-ext/js/00_primordials.js', 'crates/sandbox-ext/js/01_lossless_json.js', 'package.json', ...compiled].sort(),
     )
   })
 

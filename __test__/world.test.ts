@@ -72,7 +72,7 @@ const cases: string[] = [
   '(async () => { const i = new Int32Array(new SharedArrayBuffer(4)); const r = Atomics.waitAsync(i, 0, 0, 10); return [r.async, await r.value] })()',
   '(async () => { const i = new Int32Array(new SharedArrayBuffer(4)); const r = Atomics.waitAsync(i, 0, 0, 60000); setTimeout(() => Atomics.notify(i, 0), 5); return [r.async, await r.value] })()',
   '(() => { const i = new Int32Array(new SharedArrayBuffer(4)); return [Atomics.waitAsync(i, 0, 1, 10), Atomics.waitAsync(i, 0, 0, 0)] })()',
-  // The run's own waiters (js/18_atomics_wait.js): notify's counts, who it
+  // The run's own waiters (crates/sandbox-ext/js/18_atomics_wait.js): notify's counts, who it
   // wakes first, a woken waiter's timeout gone, elements apart, BigInt64Array
   '(() => { const i = new Int32Array(new SharedArrayBuffer(16)); Atomics.waitAsync(i, 1, 0, 50); Atomics.waitAsync(i, 1, 0, 50); Atomics.waitAsync(i, 2, 0, 50); return [Atomics.notify(i, 1, 1), Atomics.notify(i, 1), Atomics.notify(i, 2, 0), Atomics.notify(i, 3), Atomics.notify(new Int32Array(4), 0), Atomics.notify(i, 2, -1), Atomics.notify(i, 2, 2.9)] })()',
   "(async () => { const i = new Int32Array(new SharedArrayBuffer(8)); const a = Atomics.waitAsync(i, 0, 0, 30), b = Atomics.waitAsync(i, 0, 0); const n = Atomics.notify(i, 0, 1); const order = []; a.value.then((v) => order.push('a ' + v)); queueMicrotask(() => order.push('micro')); await a.value; const late = await Promise.race([b.value, new Promise((r) => setTimeout(() => r('pending'), 60))]); return [n, order, late, Atomics.notify(i, 0), await b.value] })()",
@@ -152,7 +152,7 @@ describe('console renders them as Node does', () => {
 })
 
 describe('globals made on first touch', () => {
-  // The lazy globals (js/14_lazy_globals.js) are compiled after the program
+  // The lazy globals (crates/sandbox-ext/js/14_lazy_globals.js) are compiled after the program
   // started: a program that replaced built-ins and globals first must still
   // get them working, as Node's (which loads its own lazily too) are. The
   // same program runs in a Node worker thread, whose realm it may spoil.
@@ -236,7 +236,7 @@ describe('the global surface', () => {
     const absent = absentOnPurpose()
     const nodeKeys = names.filter((name) => !notGlobals.includes(name) && !absent.includes(name)).sort()
     // Before and after the program's first touch of the lazy globals
-    // (js/14_lazy_globals.js), which replace their accessors by values.
+    // (crates/sandbox-ext/js/14_lazy_globals.js), which replace their accessors by values.
     const result = await m.run('const before = Object.keys(globalThis); void [performance, crypto, navigator]; return [before, Object.keys(globalThis)]')
     const [before, after] = result.value as [string[], string[]]
     expect(before.sort()).toEqual(nodeKeys)

@@ -20,7 +20,7 @@ console.log(`compute budget 200 ms, 30 hot loops: overshoot p50 ${q(0.5)} ms, p9
 
 // Loops whose body is one long built-in call: V8 checks for termination
 // only at stack checks, which such a loop reaches rarely (or, optimised,
-// never) unless the call itself passes one (js/12_interruptible.js).
+// never) unless the call itself passes one (crates/sandbox-ext/js/12_interruptible.js).
 const setup = `const s = 'ab'.repeat(1e6); const u = 'e\\u0301'.repeat(2e5); const o = Array.from({ length: 3e4 }, (_, i) => ({ i, s: 'x' + i }));`
 for (const call of ["s.localeCompare(s + 'x')", "u.toLocaleUpperCase('tr')", "u.normalize('NFC')", 'JSON.stringify(o)', 's.toUpperCase()']) {
   const started = performance.now()

@@ -103,7 +103,7 @@ function prepublish() {
     }
     // The addon and the isolate host it starts, side by side.
     for (const file of [`${binaryName}.${platform}.node`, isolateHost]) {
-      checkBuilt(file, ['src', 'crates', 'js', 'build.rs', 'Cargo.toml', 'Cargo.lock'])
+      checkBuilt(file, ['src', 'crates', 'build.rs', 'Cargo.toml', 'Cargo.lock'])
       copyFileSync(join(root, file), join(target, file))
       console.error(`[release] ${file} (${(statSync(join(root, file)).size / 2 ** 20).toFixed(1)} MiB) -> npm/${platform}/`)
     }

@@ -119,7 +119,7 @@ export class BindingCalls {
    * `ids[4i]`, call id `ids[4i+1]`, namespace `ids[4i+2]`, function
    * `ids[4i+3]`, argument `args[i]`), 4 being BINDING_CALL_IDS. The argument
    * is its JSON text, or `[json, paths, ...strings]` when its long strings
-   * crossed beside the JSON (`js/01_lossless_json.js`). Dispatch each.
+   * crossed beside the JSON (`crates/sandbox-ext/js/01_lossless_json.js`). Dispatch each.
    */
   readonly receive = (ids: Uint32Array, args: Array<string | string[]>): void => {
     for (let i = 0; i < args.length; i++) {

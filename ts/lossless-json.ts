@@ -1,7 +1,7 @@
 /**
  * The harness's side of the lossless-JSON boundary. It is the SAME code the
- * isolate runs (`js/01_lossless_json.js`, over the intrinsics captured by
- * `js/00_primordials.js`), evaluated here over this realm's intrinsics, so
+ * isolate runs (`crates/sandbox-ext/js/01_lossless_json.js`, over the intrinsics captured by
+ * `crates/sandbox-ext/js/00_primordials.js`), evaluated here over this realm's intrinsics, so
  * both sides of the bridge judge values by one implementation.
  * @module
  */
@@ -13,7 +13,7 @@ export interface LosslessJson {
   /**
    * Compact JSON text of a lossless value, or `undefined` when not
    * lossless; with `outOfBand`, its long strings are left out of the text
-   * and collected there (`js/01_lossless_json.js`).
+   * and collected there (`crates/sandbox-ext/js/01_lossless_json.js`).
    */
   encode(value: unknown, maxUnits?: number, outOfBand?: OutOfBand): string | undefined | object
   /** Decode and re-check JSON text, or `undefined` when not lossless. */
@@ -46,7 +46,7 @@ function load(): LosslessJson {
     Deno: { core: { ops: {}, isProxy: types.isProxy } },
   }
   for (const file of ['00_primordials.js', '01_lossless_json.js']) {
-    const source = readFileSync(new URL(`../js/${file}`, import.meta.url), 'utf8')
+    const source = readFileSync(new URL(`../crates/sandbox-ext/js/${file}`, import.meta.url), 'utf8')
     // The files are the sandbox's own bootstrap, shipped with this package.
     new Function('globalThis', source)(scope)
   }

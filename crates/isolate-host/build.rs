@@ -1,5 +1,5 @@
 //! Builds the startup snapshot that holds the sandbox's bootstrap JS
-//! (the workspace's js/*.js, in the `dsh_sandbox_ext` extension), so every
+//! (crates/sandbox-ext/js/*.js, in the `dsh_sandbox_ext` extension), so every
 //! isolate starts with it already loaded.
 
 use std::path::PathBuf;
@@ -28,5 +28,5 @@ fn main() {
     println!("cargo:rerun-if-changed={}", path.display());
   }
   println!("cargo:rerun-if-changed=../sandbox-ext/src");
-  println!("cargo:rerun-if-changed=../../js");
+  println!("cargo:rerun-if-changed=../sandbox-ext/js");
 }

@@ -277,7 +277,7 @@ fn a_host_that_breaks_the_protocol_ends_its_runs_never_the_harness() {
       "text is not UTF-8",
     ),
     // A long string whose place holds a value, or is no place at all
-    // (js/01_lossless_json.js writes null there).
+    // (crates/sandbox-ext/js/01_lossless_json.js writes null there).
     (
       "call-string-at-a-value",
       call_with_a_string("{\"a\":1}", "[[0,\"a\"]]"),

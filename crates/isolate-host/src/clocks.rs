@@ -2,7 +2,7 @@
 //! the readings its history holds first, in order (a re-execution), then
 //! live ones, each live reading kept until the run's next log entry or call
 //! carries it to the journal; and the order of its events, which the
-//! program's JS keeps (js/17_event_order.js): the recorded order handed to
+//! program's JS keeps (crates/sandbox-ext/js/17_event_order.js): the recorded order handed to
 //! it, the live events it reports kept beside the readings.
 //!
 //! A monotonic clock ([`Clock::is_monotonic`]) read past its recorded

@@ -4,7 +4,7 @@
 //! `allocator.rs`), ICU's allocations behind `Intl` and the locale-sensitive
 //! string methods (`icu_memory.rs`), and what the bootstrap charges for the
 //! built-ins that hold memory behind the allocator's back
-//! (`js/11_memory_caps.js`: growable SharedArrayBuffers, Intl objects'
+//! (`crates/sandbox-ext/js/11_memory_caps.js`: growable SharedArrayBuffers, Intl objects'
 //! C++ owners, `Atomics.waitAsync` waiters, JSON nesting). The README's
 //! "Memory containment" section lists every route and how it is bounded.
 //!

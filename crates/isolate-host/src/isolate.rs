@@ -25,7 +25,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 const SANDBOX_HEAP_FLOOR: usize = 16 << 20;
 
 /// A JsRuntime whose global has been sealed (no Deno, no ops reachable),
-/// with the two driver functions of the bootstrap (js/99_bootstrap.js).
+/// with the two driver functions of the bootstrap (crates/sandbox-ext/js/99_bootstrap.js).
 pub struct PreparedIsolate {
   pub runtime: JsRuntime,
   /// `install(bindings)`: the program's binding globals (the parsed
@@ -174,7 +174,7 @@ impl PreparedIsolate {
 #[cfg(test)]
 mod tests {
   //! The snapshot's JS, read before any seal: what each file provides
-  //! (js/00_primordials.js, "__dsh") is frozen and defined once.
+  //! (crates/sandbox-ext/js/00_primordials.js, "__dsh") is frozen and defined once.
 
   use super::*;
   use crate::platform;

@@ -484,7 +484,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
 
 /// Run the program's event loop until `promise` (the driver's) settles.
 ///
-/// The first turn runs with timer callbacks held back (js/04_timers.js):
+/// The first turn runs with timer callbacks held back (crates/sandbox-ext/js/04_timers.js):
 /// the rejections the program's synchronous part left unhandled are
 /// reported in that turn, and they must fail the run before any timer
 /// callback runs, as in Node, however late the turn comes. deno_core runs

@@ -31,7 +31,7 @@ pub struct RuntimeConfig {
   /// [`machine_busy_slots`].
   pub busy_slots: usize,
   /// What the program's Node APIs report of the harness's Node
-  /// (js/99_bootstrap.js, seal()).
+  /// (crates/sandbox-ext/js/99_bootstrap.js, seal()).
   pub node: NodeFacts,
 }
 

@@ -16,7 +16,7 @@
 //! event loop handed to its program, each a timer that fired
 //! ([`TIMER_FIRED`], then the timer's number: the run's timers are numbered
 //! in the order it made them) or a batch of replies taken together (their
-//! count, then their call ids). js/17_event_order.js keeps it and, in a
+//! count, then their call ids). crates/sandbox-ext/js/17_event_order.js keeps it and, in a
 //! re-execution, holds each event back until the ones before it have come.
 //!
 //! The host keeps the readings a run takes and writes them to its journal
@@ -80,7 +80,7 @@ pub struct Readings {
 impl Readings {
   /// Readings from their streams and order, as they crossed the wire:
   /// `None` if a count of times is zero (no encoder makes one). The order's
-  /// words are the program's concern alone (js/17_event_order.js checks
+  /// words are the program's concern alone (crates/sandbox-ext/js/17_event_order.js checks
   /// what it replays).
   pub fn from_parts(streams: [Vec<Repeated>; CLOCKS], order: Vec<u32>) -> Option<Readings> {
     streams.iter().flatten().all(|repeated| repeated.times > 0).then_some(Readings { streams, order })
@@ -177,7 +177,7 @@ impl Replay {
   }
 
   /// The recorded order of the run's events, which the program's event
-  /// order (js/17_event_order.js) replays itself.
+  /// order (crates/sandbox-ext/js/17_event_order.js) replays itself.
   pub fn order(&self) -> &[u32] {
     &self.readings.order
   }

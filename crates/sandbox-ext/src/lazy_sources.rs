@@ -10,10 +10,10 @@
 pub const LAZY_SOURCES: [(&str, &str); 6] = [
   // The `buffer` package, bundled (scripts/vendor-buffer.mjs): a script that
   // leaves the package's exports in `bufferPackage`.
-  ("bufferPackage", include_str!("../../../js/vendor/buffer_package.js")),
-  ("buffer", include_str!("../../../js/lazy/buffer.js")),
-  ("crypto", include_str!("../../../js/lazy/crypto.js")),
-  ("events", include_str!("../../../js/lazy/events.js")),
-  ("navigator", include_str!("../../../js/lazy/navigator.js")),
-  ("performance", include_str!("../../../js/lazy/performance.js")),
+  ("bufferPackage", include_str!("../js/vendor/buffer_package.js")),
+  ("buffer", include_str!("../js/lazy/buffer.js")),
+  ("crypto", include_str!("../js/lazy/crypto.js")),
+  ("events", include_str!("../js/lazy/events.js")),
+  ("navigator", include_str!("../js/lazy/navigator.js")),
+  ("performance", include_str!("../js/lazy/performance.js")),
 ];

@@ -677,7 +677,7 @@ deno_core::extension!(
     op_dsh_protocol,
   ],
   js = [
-    dir "../../js",
+    dir "js",
     "00_primordials.js",
     "01_lossless_json.js",
     "02_inspect.js",
