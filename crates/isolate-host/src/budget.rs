@@ -326,6 +326,18 @@ pub fn after_unpark() {
   });
 }
 
+/// Spend `cpu` of the calling thread's CPU time (the tests' stand-in for
+/// work, or for a wait that spins).
+#[cfg(test)]
+pub(crate) fn burn(cpu: Duration) {
+  let clock = CpuClock::current_thread().expect("a thread CPU clock");
+  let start = clock.now().expect("the thread's CPU time");
+  let mut x = 0u64;
+  while clock.now().expect("the thread's CPU time") - start < cpu {
+    x = std::hint::black_box(x.wrapping_add(1));
+  }
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;
@@ -375,15 +387,6 @@ mod tests {
     let queued = budget(&counter, Duration::from_secs(1));
     queued.end();
     assert_eq!((queued.phase(), counter.0.load(Ordering::SeqCst)), (Phase::Ended, 0));
-  }
-
-  fn burn(cpu: Duration) {
-    let clock = CpuClock::current_thread().expect("a thread CPU clock");
-    let start = clock.now().expect("the thread's CPU time");
-    let mut x = 0u64;
-    while clock.now().expect("the thread's CPU time") - start < cpu {
-      x = std::hint::black_box(x.wrapping_add(1));
-    }
   }
 
   #[test]

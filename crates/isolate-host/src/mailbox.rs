@@ -165,3 +165,91 @@ impl Mailbox {
     }
   }
 }
+
+#[cfg(test)]
+mod tests {
+  use std::future::Future;
+  use std::pin::pin;
+  use std::sync::atomic::AtomicUsize;
+  use std::task::{Context, Poll, Waker};
+
+  use dsh_protocol::frame::ReplyKind;
+
+  use super::*;
+  use crate::budget::{burn, PhaseObserver, RunBudget};
+  use crate::control::RunControl;
+
+  struct NoAdmission;
+
+  impl PhaseObserver for NoAdmission {
+    fn started_computing(&self) {}
+    fn stopped_computing(&self) {}
+  }
+
+  fn deliver_one(mailbox: &Mailbox) {
+    mailbox.deliver(0, Answer::plain(ReplyKind::Json, "1".to_owned()));
+    mailbox.wake();
+  }
+
+  /// A pump whose last wait was short spins for its next reply, reading the
+  /// channel itself, and that spin is not charged to the run. The channel
+  /// read here burns CPU, as a spin does while the reply crosses, then
+  /// finds the reply. Whether a wait spins depends on how long the one
+  /// before took (`SPIN_BEFORE_PARK`), which a loaded machine can stretch
+  /// by descheduling this thread, so the test tries until a wait spun: the
+  /// read ran, or the pump parked and is answered from here.
+  #[test]
+  fn a_pump_spinning_for_its_reply_reads_the_channel_itself_and_is_not_charged() {
+    if !spinning_helps() {
+      eprintln!("one CPU: a pump never spins here");
+      return;
+    }
+    let mailbox = Arc::new(Mailbox::default());
+    let reads = Arc::new(AtomicUsize::new(0));
+    let read_cost = Duration::from_millis(20);
+    let take_replies: Arc<TakeReplies> = {
+      let (mailbox, reads) = (Arc::downgrade(&mailbox), reads.clone());
+      Arc::new(Box::new(move || {
+        reads.fetch_add(1, Ordering::SeqCst);
+        burn(read_cost);
+        if let Some(mailbox) = mailbox.upgrade() {
+          deliver_one(&mailbox);
+        }
+      }))
+    };
+    mailbox.open(Some(&take_replies));
+    let run = Arc::new(RunBudget::new(
+      Arc::new(RunControl::new(None)),
+      Duration::from_secs(10),
+      Duration::from_secs(60),
+      Arc::new(NoAdmission),
+    ));
+    run.admit();
+    let metering = run.meter_this_thread();
+    let mut context = Context::from_waker(Waker::noop());
+    for _attempt in 0..1000 {
+      // A wait answered at once: the next one spins.
+      deliver_one(&mailbox);
+      assert!(matches!(pin!(mailbox.take()).poll(&mut context), Poll::Ready(replies) if replies.len() == 1));
+      let (charged_before, reads_before) = (run.cpu_used(), reads.load(Ordering::SeqCst));
+      let mut wait = pin!(mailbox.take());
+      let replies = match wait.as_mut().poll(&mut context) {
+        Poll::Ready(replies) => replies,
+        Poll::Pending => {
+          // Parked without a spin: answer it and try again.
+          deliver_one(&mailbox);
+          let Poll::Ready(replies) = wait.as_mut().poll(&mut context) else { panic!("a parked pump missed its reply") };
+          assert_eq!(replies.len(), 1);
+          continue;
+        }
+      };
+      assert_eq!(replies.len(), 1);
+      assert_eq!(reads.load(Ordering::SeqCst), reads_before + 1, "the spin read the channel once, and found its reply");
+      let charged = run.cpu_used() - charged_before;
+      assert!(charged < read_cost / 4, "the spin's {read_cost:?} of CPU was charged: {charged:?}");
+      drop(metering);
+      return;
+    }
+    panic!("no wait spun in 1000 attempts");
+  }
+}
