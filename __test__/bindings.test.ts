@@ -4,7 +4,11 @@ import { mount, mountReference, tools, type Mounted } from './helpers.js'
 
 let m: Mounted
 beforeAll(async () => {
-  m = await mount({ maxWallMs: 20_000 })
+  // Below the test timeout, so a stuck run still fails its test with a
+  // result; far above what any run here needs, so a loaded machine never
+  // ends one at the ceiling (2000 sequential calls took 15 s beside two
+  // busy loops and the suite).
+  m = await mount({ maxWallMs: 120_000 })
 })
 afterAll(() => m.dispose())
 

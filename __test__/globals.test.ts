@@ -8,7 +8,9 @@ import { mount, type Mounted } from './helpers.js'
 
 let m: Mounted
 beforeAll(async () => {
-  m = await mount({ maxWallMs: 10_000 })
+  // Below the test timeout, so a stuck run still fails its test with a
+  // result; far above what any run here needs on a loaded machine.
+  m = await mount({ maxWallMs: 120_000 })
 })
 afterAll(() => m.dispose())
 
