@@ -241,7 +241,8 @@ fn allow_list() -> Result<BTreeMap<i64, Vec<SeccompRule>>, seccompiler::Error> {
     vec![when(vec![
       word(0, libc::PRIO_PROCESS as u64)?,
       word(1, 0)?,
-      word(2, crate::program_priority::PROGRAM_NICE as u64)?,
+      // As the kernel reads it: an int (a negative nice is its two's complement).
+      word(2, u64::from(crate::program_priority::program_nice() as u32))?,
     ])?],
   );
   // Its own limits, read, never raised.
@@ -407,7 +408,7 @@ mod tests {
       // Priority: the one change a run thread makes (`program_priority`),
       // and no other: not back up, not by another amount, not another
       // thread's or user's.
-      let nice = crate::program_priority::PROGRAM_NICE;
+      let nice = crate::program_priority::program_nice();
       // SAFETY: setpriority with integer arguments.
       unsafe {
         say(&outcome("lower-self", libc::setpriority(libc::PRIO_PROCESS, 0, nice) as i64));

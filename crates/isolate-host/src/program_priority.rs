@@ -4,8 +4,8 @@
 //! harness's): the channel's thread (`main.rs`), the scheduler, the
 //! watchdog, and V8's worker threads (started with V8's platform on the
 //! channel's thread, which must start it: see `platform.rs`). The program
-//! plane runs [`PROGRAM_NICE`] below it: the run threads, which execute
-//! programs and make and dispose of isolates.
+//! plane runs [`PROGRAM_NICE`] below it ([`program_nice`]): the run
+//! threads, which execute programs and make and dispose of isolates.
 //!
 //! Why: a run's life is a chain of short hand-offs between threads of two
 //! processes (the harness's main thread and channel reader, the host's
@@ -33,17 +33,35 @@
 //! for good. The seccomp allow list (`lockdown.rs`) admits exactly this
 //! call and no other priority change.
 
+use std::sync::OnceLock;
+
 /// How much lower the program plane's priority is than the host's (a nice
-/// value, added to the host's: 0 for a harness at the default).
+/// value, added to the host's, which is the harness's).
 pub const PROGRAM_NICE: libc::c_int = 10;
+
+/// The lowest priority there is (the highest nice value).
+const LOWEST: libc::c_int = 19;
+
+/// The program plane's nice value: the host's, [`PROGRAM_NICE`] lower, or
+/// the lowest there is. Read once, by the first thread that asks, which is
+/// still at the host's priority: the host's main thread as it builds its
+/// lockdown (which admits exactly this value), or a run thread before it
+/// lowers itself. A harness started at nice 5 gets programs at 15, not 10.
+pub fn program_nice() -> libc::c_int {
+  static NICE: OnceLock<libc::c_int> = OnceLock::new();
+  // SAFETY: getpriority with integer arguments reads the calling thread's
+  // nice value (-1 on an error too, which then counts as nice -1).
+  *NICE.get_or_init(|| (unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) } + PROGRAM_NICE).min(LOWEST))
+}
 
 /// Put the calling thread in the program plane (see the module doc). Best
 /// effort: a thread the kernel (or a container's filter) does not let
 /// lower itself runs at the host's priority, as before.
 pub fn lower_this_thread() {
+  let nice = program_nice();
   // SAFETY: setpriority with integer arguments; on Linux, PRIO_PROCESS
   // with `who` 0 sets the nice value of the calling thread only.
-  unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, PROGRAM_NICE) };
+  unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) };
 }
 
 #[cfg(test)]
@@ -68,6 +86,10 @@ mod tests {
     })
     .join()
     .unwrap();
-    assert_eq!((own, started, other), (PROGRAM_NICE, PROGRAM_NICE, 0));
+    // PROGRAM_NICE lower than this test's own priority, unless that is
+    // already near the lowest.
+    let lowered = program_nice() - nice_of_this_thread();
+    assert!(lowered > 0 && lowered <= PROGRAM_NICE, "lowered by {lowered}");
+    assert_eq!((own, started, other), (lowered, lowered, 0));
   }
 }
