@@ -404,15 +404,17 @@ describe('calls', () => {
   })
 
   it('a run waiting on 20000 binding calls is charged its own work, not its waits', async () => {
-    // A host function that takes ~100 us: each reply comes back within the
-    // pump's spin (200 us) on a machine that is not overloaded, so the
-    // pump spins for it. The program's own work is ~300-800 ms of CPU (the
-    // upper end measured beside two busy loops and a build), under half
-    // the budget; charged, the spins would add at least the function's
-    // 100 us a call (2000 ms in all, past the budget). A loaded machine
-    // answers more slowly and its pumps park rather than spin (parking is
-    // not charged either), so there this test checks less: mailbox.rs's
-    // unit test checks the spin itself, whatever the machine.
+    // A host function that takes ~100 us. A pump spins for a reply while
+    // its previous wait ended within its spin (200 us): here the function's
+    // 100 us and a round trip of ~60-110 us, at the edge of it on a quiet
+    // machine and past it on a loaded one, where pumps park instead
+    // (parking is not charged either). The program's own work is ~300-800
+    // ms of CPU (the upper end measured beside two busy loops and a
+    // build), under half the budget; charged, each wait would add at least
+    // the function's 100 us (2000 ms in all, past the budget). So this
+    // checks waits end to end, spun or parked; mailbox.rs's unit test
+    // checks the spin itself, on any machine with more than one CPU (on
+    // one, no pump spins).
     const tight = await mount({ computeMs: 2000, maxToolCalls: 20000 })
     const result = await tight.run('let s = 0; for (let i = 0; i < 20000; i++) s += await tools.echo(i); return s', {
       bindings: tools({

@@ -5,10 +5,10 @@ import { mount, mountReference, tools, until, type Mounted } from './helpers.js'
 
 let m: Mounted
 beforeAll(async () => {
-  // The budget, a cap or the program ends each run here, never the wall
-  // ceiling: a host runs programs below the harness's priority, so beside
-  // busy processes a run's 500 ms of CPU can take many seconds of wall
-  // time (one took over 10 s beside two busy loops and the suite).
+  // The budget, a cap, an abort or the program ends each run here, never
+  // the wall ceiling: a host runs programs below the harness's priority,
+  // so beside busy processes a run's 500 ms of CPU can take many seconds
+  // of wall time (one took over 10 s beside two busy loops and the suite).
   m = await mount({ computeMs: 500, maxWallMs: 120_000, maxOldGenerationSizeMb: 64, maxExternalMemoryMb: 64 })
 })
 afterAll(() => m.dispose())
