@@ -10,10 +10,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use dsh_protocol::config::{machine_busy_slots, NodeFacts, RuntimeConfig};
+use dsh_protocol::config::{available_cores, machine_busy_slots, machine_memory_mb, NodeFacts, RuntimeConfig};
 
 use crate::config_keys::{js, Key, Kind, Max, Min, Value, KEYS, MAX_COUNT};
-use crate::machine::{cores, machine_memory_mb};
 use crate::NativeConfig;
 
 /// What a checked config becomes: the supervisor's settings, with the
@@ -136,7 +135,7 @@ fn check_bounds(config: &NativeConfig) -> Result<(), String> {
 fn check_per_core(config: &NativeConfig) -> Result<(), String> {
   for key in KEYS {
     let Some((value, _, _, Max::PerCore(per_core))) = number(key, config) else { continue };
-    let bound = per_core * cores();
+    let bound = per_core * available_cores();
     if value > bound as f64 {
       return Err(format!("config.{} must be at most {bound} ({per_core} per core), got {}", key.name, js(value)));
     }
@@ -232,7 +231,7 @@ mod tests {
       refusal(|c| c.host_max_rss_mb = 1e12),
       format!("config.hostMaxRssMb must be at most {memory} (this machine's memory), got 1000000000000")
     );
-    let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+    let cores = available_cores();
     assert_eq!(
       refusal(|c| c.prepared_isolates = 1e300),
       format!("config.preparedIsolates must be at most {} (64 per core), got 1e+300", 64 * cores)

@@ -10,12 +10,11 @@
 //! hosts and the supervisor take).
 
 use dsh_protocol::config::{
-  concurrent_runs_ceiling, machine_max_map_count, LINUX_DEFAULT_MAX_MAP_COUNT, MAPPINGS_PER_RUN, MIN_OUTPUT_BYTES,
+  available_cores, concurrent_runs_ceiling, machine_max_map_count, machine_memory_mb, LINUX_DEFAULT_MAX_MAP_COUNT,
+  MAPPINGS_PER_RUN, MIN_OUTPUT_BYTES,
 };
 use napi::bindgen_prelude::Either;
 use napi_derive::napi;
-
-use crate::machine::{cores, machine_memory_mb};
 
 /// The longest wall ceiling (and any other duration a key sets): Node's
 /// `setTimeout` ceiling, which the seam takes as `maxWallMs`'s bound.
@@ -87,7 +86,7 @@ impl Max {
       Max::Const(bound) => bound,
       Max::MachineMemoryMb => machine_memory_mb(),
       Max::MachineMappings => machine_max_map_count().map_or(MAX_COUNT, |count| concurrent_runs_ceiling(count) as f64),
-      Max::PerCore(per_core) => (per_core * cores()) as f64,
+      Max::PerCore(per_core) => (per_core * available_cores()) as f64,
     }
   }
 }

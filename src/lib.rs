@@ -13,7 +13,6 @@ mod binding_calls;
 mod config;
 mod config_keys;
 mod host_process;
-mod machine;
 mod quarantine;
 mod run_report;
 mod run_result;

@@ -71,6 +71,23 @@ impl NodeFacts {
   }
 }
 
+/// The cores this process may use (its affinity and its cgroup's limit, as
+/// the standard library counts them), at least one: the bound of a config
+/// key per core, and what the busy slots and the spins below depend on.
+pub fn available_cores() -> usize {
+  std::thread::available_parallelism().map_or(1, |cores| cores.get())
+}
+
+/// This machine's memory, in MiB (the bound of every memory key).
+pub fn machine_memory_mb() -> f64 {
+  // SAFETY: sysconf has no preconditions.
+  let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+  if pages <= 0 || page <= 0 {
+    return f64::MAX;
+  }
+  (pages as f64 * page as f64 / (1024.0 * 1024.0)).floor()
+}
+
 /// How many runs may be busy at once on this machine: two per core this
 /// process may use. A starting run spends most of its first milliseconds
 /// making its isolate, and some of them not on a CPU at all (its thread
@@ -82,7 +99,7 @@ impl NodeFacts {
 /// hosts slowed by each other let ever more runs in (measured: 1000 runs at
 /// once on two hosts reached 207 threads and 3x the memory).
 pub fn machine_busy_slots() -> usize {
-  2 * std::thread::available_parallelism().map_or(1, |cores| cores.get())
+  2 * available_cores()
 }
 
 /// Whether waiting awake for another thread (or process) can help: only
@@ -91,7 +108,7 @@ pub fn machine_busy_slots() -> usize {
 /// 45 us spinning, 31 us not).
 pub fn spinning_helps() -> bool {
   static HELPS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-  *HELPS.get_or_init(|| std::thread::available_parallelism().is_ok_and(|cpus| cpus.get() > 1))
+  *HELPS.get_or_init(|| available_cores() > 1)
 }
 
 impl RuntimeConfig {
