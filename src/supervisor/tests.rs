@@ -109,8 +109,7 @@ fn hostile_host_fixture() {
     }
   };
   send(&mut journal, FromHost::Started { run_id });
-  let run: String = run_id.to_le_bytes().iter().map(|byte| format!("{byte:02x}")).collect();
-  let hostile = hostile.replace("RUN", &run);
+  let hostile = hostile.replace("RUN", &to_hex(&run_id.to_le_bytes()));
   let bytes = |hex: &str| -> Vec<u8> {
     (0..hex.len()).step_by(2).map(|at| u8::from_str_radix(&hex[at..at + 2], 16).expect("hex")).collect()
   };
@@ -186,8 +185,12 @@ fn altered(message: &FromHost, alter: impl FnOnce(&mut Vec<u8>)) -> String {
 
 /// The hex of `frame`, with `RUN` for [`SOME_RUN`].
 fn hex(frame: &[u8]) -> String {
-  let hex: String = frame.iter().map(|byte| format!("{byte:02x}")).collect();
-  hex.replace(&SOME_RUN.to_le_bytes().iter().map(|byte| format!("{byte:02x}")).collect::<String>(), "RUN")
+  to_hex(frame).replace(&to_hex(&SOME_RUN.to_le_bytes()), "RUN")
+}
+
+/// Two lowercase hex digits a byte, as the hostile host reads them.
+fn to_hex(bytes: &[u8]) -> String {
+  bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// A `Finished` of [`SOME_RUN`] with `completion`.

@@ -154,7 +154,7 @@ impl Mailbox {
   /// The run has calls the host has not answered, and is still there to
   /// take the replies.
   pub fn waiting_on_a_tool(&self) -> bool {
-    self.open.load(Ordering::Acquire) && self.unanswered.load(Ordering::Relaxed) > 0
+    self.is_open() && self.unanswered.load(Ordering::Relaxed) > 0
   }
 
   /// Replies were added: let the pump know (waking it only if it parked).
