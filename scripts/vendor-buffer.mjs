@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // Bundles the `buffer` package (Node's Buffer API, written for browsers;
 // with its two dependencies, base64-js and ieee754) into one script that
-// crates/sandbox-ext/js/lazy/buffer.js evaluates in an isolate the first time its program
-// touches `Buffer` (the addon embeds it: crates/sandbox-ext/src/lib.rs). The bundle is
-// committed, so building the addon needs no bundler; `buffer.test.ts`
-// bundles again and fails when the committed file differs.
+// crates/sandbox-ext/js/lazy/buffer.js evaluates in an isolate the first
+// time its program touches `Buffer` (the isolate host embeds it:
+// crates/sandbox-ext/src/lazy_sources.rs). The bundle is committed, so
+// building needs no bundler; `buffer.test.ts` bundles again and fails
+// when the committed file differs.
 //
 // That first touch may come after the program replaced built-ins
 // (`String.prototype.slice`, `Object.defineProperty`, the global `Array`,
