@@ -30,11 +30,12 @@
 //! holding one of those: only the owner blocks on it, holding nothing else.
 
 use std::io::{self, Read};
-use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use crate::frame::MAX_FRAME_BYTES;
+use crate::ring::RingReader;
+use crate::socket::recv;
 
 /// The largest frame a waiting thread takes: replies and calls that answer
 /// quickly are small; a large frame is read once, by the owner, rather than
@@ -45,9 +46,76 @@ pub const MAX_TAKEN_BYTES: usize = 64 * 1024;
 /// entries) cost one read, not one each.
 const READ_CHUNK: usize = 256 * 1024;
 
+/// Where an inbox's bytes come from.
+pub enum Source {
+  /// A socket: a host's journal.
+  Socket(UnixStream),
+  /// The channel's shared ring (`ring.rs`).
+  Ring(RingReader),
+}
+
+impl From<UnixStream> for Source {
+  fn from(stream: UnixStream) -> Source {
+    Source::Socket(stream)
+  }
+}
+
+impl From<RingReader> for Source {
+  fn from(ring: RingReader) -> Source {
+    Source::Ring(ring)
+  }
+}
+
+impl Source {
+  /// What is there now, up to `buf.len()` bytes, consumed unless `peek`:
+  /// `WouldBlock` when nothing is, `Ok(0)` once nothing more will come.
+  fn read_now(&self, buf: &mut [u8], peek: bool) -> io::Result<usize> {
+    match self {
+      Source::Socket(stream) => {
+        let peek = if peek { libc::MSG_PEEK } else { 0 };
+        recv(stream, buf, peek | libc::MSG_DONTWAIT)
+      }
+      Source::Ring(ring) => ring.read_now(buf, peek),
+    }
+  }
+
+  /// Block until there is something to read (or the end).
+  fn wait(&self) -> io::Result<()> {
+    match self {
+      Source::Socket(stream) => crate::socket::wait(stream, libc::POLLIN),
+      Source::Ring(ring) => ring.wait(),
+    }
+  }
+
+  /// Append exactly `count` more bytes to `frame`, waiting for them as they
+  /// come (`frame` grows only with the bytes that arrive).
+  fn read_exactly(&self, frame: &mut Vec<u8>, count: usize) -> io::Result<()> {
+    let ended = || io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame");
+    match self {
+      Source::Socket(stream) => {
+        if stream.take(count as u64).read_to_end(frame)? != count {
+          return Err(ended());
+        }
+      }
+      Source::Ring(ring) => {
+        let mut rest = count;
+        while rest > 0 {
+          match ring.read_to_vec(frame, rest) {
+            Ok(0) => return Err(ended()),
+            Ok(read) => rest -= read,
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => ring.wait()?,
+            Err(error) => return Err(error),
+          }
+        }
+      }
+    }
+    Ok(())
+  }
+}
+
 /// The reading end of one channel.
 pub struct Inbox {
-  stream: UnixStream,
+  source: Source,
   /// Held while a frame is read and handled (see the module doc).
   reading: Mutex<Buffered>,
 }
@@ -156,8 +224,8 @@ pub struct InboxGuard<'a> {
 }
 
 impl Inbox {
-  pub fn new(stream: UnixStream) -> Inbox {
-    Inbox { stream, reading: Mutex::new(Buffered::default()) }
+  pub fn new(source: impl Into<Source>) -> Inbox {
+    Inbox { source: source.into(), reading: Mutex::new(Buffered::default()) }
   }
 
   /// The owner: wait until a whole frame is here, then move it into
@@ -181,15 +249,12 @@ impl Inbox {
           frame.clear();
           frame.extend_from_slice(&reading.unhandled()[4..]);
           reading.consume(held + 4);
-          let rest = len - held;
-          if (&self.stream).take(rest as u64).read_to_end(frame)? != rest {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame"));
-          }
+          self.source.read_exactly(frame, len - held)?;
           return Ok(Next::Frame(InboxGuard { _reading: reading }));
         }
       }
       // Nothing whole here: read what the socket has, without waiting.
-      let read = recv(&self.stream, reading.room(), libc::MSG_DONTWAIT);
+      let read = self.source.read_now(reading.room(), false);
       reading.end += *read.as_ref().unwrap_or(&0);
       match read {
         Ok(0) if reading.unhandled().is_empty() => return Ok(Next::Ended),
@@ -201,7 +266,7 @@ impl Inbox {
       // Nothing to read: wait for the socket, outside the lock (a waiting
       // thread may take what wakes this one; then this waits again).
       drop(reading);
-      crate::socket::wait(&self.stream, libc::POLLIN)?;
+      self.source.wait()?;
     }
   }
 
@@ -218,7 +283,7 @@ impl Inbox {
         reading.pop_into(len, frame);
         return Ok(Ready::Frame(InboxGuard { _reading: reading }));
       }
-      match recv(&self.stream, reading.room(), libc::MSG_DONTWAIT) {
+      match self.source.read_now(reading.room(), false) {
         Ok(0) if reading.unhandled().is_empty() => return Ok(Ready::Ended),
         Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame")),
         Ok(read) => reading.end += read,
@@ -256,7 +321,7 @@ impl Inbox {
     // The header first (one small peek per spin when nothing is there for
     // this thread), then the whole frame.
     let mut header = [0u8; 5];
-    match recv(&self.stream, &mut header, libc::MSG_PEEK | libc::MSG_DONTWAIT) {
+    match self.source.read_now(&mut header, true) {
       Ok(5) if header[4] == tag => {}
       _ => return false,
     }
@@ -268,7 +333,7 @@ impl Inbox {
     }
     let mut peeked = std::mem::take(&mut reading.peeked);
     peeked.resize(len + 4, 0);
-    let taken = match recv(&self.stream, &mut peeked, libc::MSG_PEEK | libc::MSG_DONTWAIT) {
+    let taken = match self.source.read_now(&mut peeked, true) {
       Ok(got) if got == len + 4 => self.consume_peeked(reading, &mut peeked),
       _ => false,
     };
@@ -285,9 +350,14 @@ impl Inbox {
   /// on: the stream never loses its place.
   /// (It reads into `peeked` again: the same bytes.)
   fn consume_peeked(&self, reading: &mut Buffered, peeked: &mut [u8]) -> bool {
+    if let Source::Ring(ring) = &self.source {
+      // The ring's bytes were copied out by the peek: moving past them is all.
+      ring.consume(peeked.len());
+      return true;
+    }
     let mut taken = 0;
     while taken < peeked.len() {
-      match recv(&self.stream, &mut peeked[taken..], libc::MSG_DONTWAIT) {
+      match self.source.read_now(&mut peeked[taken..], false) {
         Ok(read) if read > 0 => taken += read,
         _ => {
           reading.keep(&peeked[..taken]);
@@ -299,29 +369,43 @@ impl Inbox {
   }
 }
 
-/// One `recv` with `flags`, retried when interrupted.
-fn recv(stream: &UnixStream, buf: &mut [u8], flags: i32) -> io::Result<usize> {
-  loop {
-    // SAFETY: the pointer and length describe the live, writable `buf`, and
-    // the fd is the stream's socket, open while `stream` is borrowed.
-    let read = unsafe { libc::recv(stream.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), flags) };
-    if read >= 0 {
-      return Ok(read as usize);
-    }
-    let error = io::Error::last_os_error();
-    if error.kind() != io::ErrorKind::Interrupted {
-      return Err(error);
-    }
-  }
-}
-
 const _: () = assert!(MAX_TAKEN_BYTES as u64 <= MAX_FRAME_BYTES as u64);
 
 #[cfg(test)]
 mod tests {
   use super::*;
   use crate::frame::{BindingCall, FromHost, ToHost};
+  use crate::ring::{tests::channel, RingEnds};
   use std::io::Write;
+
+  /// Each source an inbox reads, with the writing end of its stream.
+  enum Writer {
+    Socket(UnixStream),
+    /// The host's ends of a shared channel (the inbox reads the harness's).
+    Ring(RingEnds),
+  }
+
+  impl Writer {
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+      match self {
+        Writer::Socket(stream) => stream.write_all(bytes),
+        Writer::Ring(host) => host.writer.write_all(bytes),
+      }
+    }
+  }
+
+  /// A socket's inbox, then a shared ring's.
+  fn inboxes() -> impl Iterator<Item = (Writer, Inbox)> {
+    (0..2).map(|kind| {
+      if kind == 0 {
+        let (writer, reader) = UnixStream::pair().unwrap();
+        (Writer::Socket(writer), Inbox::new(reader))
+      } else {
+        let (harness, host, _region) = channel();
+        (Writer::Ring(host), Inbox::new(harness.reader))
+      }
+    })
+  }
 
   fn frame_of(message: &FromHost) -> Vec<u8> {
     let mut out = Vec::new();
@@ -343,8 +427,12 @@ mod tests {
 
   #[test]
   fn a_waiting_thread_takes_only_a_whole_small_frame_of_its_kind_at_the_head() {
-    let (mut writer, reader) = UnixStream::pair().unwrap();
-    let inbox = Inbox::new(reader);
+    for (writer, inbox) in inboxes() {
+      a_waiting_thread_takes(writer, inbox);
+    }
+  }
+
+  fn a_waiting_thread_takes(mut writer: Writer, inbox: Inbox) {
     let calls_tag = FromHost::CALLS_TAG;
     // Nothing there: nothing taken.
     assert!(!inbox.try_take(calls_tag, |_| panic!("nothing was sent")));
@@ -395,8 +483,12 @@ mod tests {
 
   #[test]
   fn what_the_owner_read_ahead_is_where_a_waiting_thread_looks_first() {
-    let (mut writer, reader) = UnixStream::pair().unwrap();
-    let inbox = Inbox::new(reader);
+    for (writer, inbox) in inboxes() {
+      what_the_owner_read_ahead(writer, inbox);
+    }
+  }
+
+  fn what_the_owner_read_ahead(mut writer: Writer, inbox: Inbox) {
     let log = FromHost::Log { run_id: 1, text: vec![104, 105] };
     let mut burst = frame_of(&FromHost::Started { run_id: 1 });
     burst.extend(frame_of(&calls(1)));
@@ -419,8 +511,12 @@ mod tests {
 
   #[test]
   fn a_long_frame_grows_with_what_arrives_not_with_what_its_header_claims() {
-    let (mut writer, reader) = UnixStream::pair().unwrap();
-    let inbox = Inbox::new(reader);
+    for (writer, inbox) in inboxes() {
+      a_long_frame_grows(writer, inbox);
+    }
+  }
+
+  fn a_long_frame_grows(mut writer: Writer, inbox: Inbox) {
     // A header claiming (nearly) 2 GiB, then ten bytes, then the end.
     writer.write_all(&(MAX_FRAME_BYTES - 1).to_le_bytes()).unwrap();
     writer.write_all(&[FromHost::CALLS_TAG; 10]).unwrap();
@@ -472,18 +568,18 @@ mod tests {
 
   #[test]
   fn a_hostile_length_is_never_taken_and_ends_the_channel_for_the_owner() {
-    let (mut writer, reader) = UnixStream::pair().unwrap();
-    let inbox = Inbox::new(reader);
-    // A header claiming 4 GiB, tagged as the waiting thread's kind.
-    writer.write_all(&[0xff, 0xff, 0xff, 0xff, FromHost::CALLS_TAG, 1, 2, 3]).unwrap();
-    assert!(!inbox.try_take(FromHost::CALLS_TAG, |_| panic!("a hostile length")));
     let mut frame = Vec::new();
-    assert!(inbox.next(&mut frame).is_err());
+    for (mut writer, inbox) in inboxes() {
+      // A header claiming 4 GiB, tagged as the waiting thread's kind.
+      writer.write_all(&[0xff, 0xff, 0xff, 0xff, FromHost::CALLS_TAG, 1, 2, 3]).unwrap();
+      assert!(!inbox.try_take(FromHost::CALLS_TAG, |_| panic!("a hostile length")));
+      assert!(inbox.next(&mut frame).is_err());
+    }
     // And an empty frame (length 0) is refused by the owner too.
-    let (mut writer, reader) = UnixStream::pair().unwrap();
-    let inbox = Inbox::new(reader);
-    writer.write_all(&[0, 0, 0, 0, ToHost::REPLIES_TAG]).unwrap();
-    assert!(!inbox.try_take(ToHost::REPLIES_TAG, |_| panic!("an empty frame")));
-    assert!(inbox.next(&mut frame).is_err());
+    for (mut writer, inbox) in inboxes() {
+      writer.write_all(&[0, 0, 0, 0, ToHost::REPLIES_TAG]).unwrap();
+      assert!(!inbox.try_take(ToHost::REPLIES_TAG, |_| panic!("an empty frame")));
+      assert!(inbox.next(&mut frame).is_err());
+    }
   }
 }

@@ -6,7 +6,8 @@
 //! replays from the streamed log entries, so that a run whose host dies
 //! still settles through the same ledger, and a run's history (`history`),
 //! from which the harness executes a run again on another host, with the
-//! readings of its clocks (`readings`).
+//! readings of its clocks (`readings`); and the channel's shared-memory
+//! rings (`ring`, in a `shared_region`, with `doorbell`s to wake a sleeper).
 //! Pure Rust: no V8, no napi.
 
 #![deny(clippy::unwrap_used)]
@@ -15,6 +16,7 @@
 pub mod bindings_descriptor;
 pub mod config;
 pub mod contract;
+pub mod doorbell;
 pub mod failure;
 pub mod frame;
 pub mod history;
@@ -24,4 +26,6 @@ pub mod lock;
 pub mod out_of_band;
 pub mod protections;
 pub mod readings;
+pub mod ring;
+pub mod shared_region;
 pub mod socket;

@@ -2,7 +2,7 @@
 //! never waits (and never raises SIGPIPE), for writers that must not block
 //! (the harness's main thread; a host's run writing its journal), and the
 //! wait for a socket to be ready (an inbox's owner for bytes, a journal's
-//! writer for room).
+//! writer for room), and reads that never wait.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -48,4 +48,26 @@ pub fn wait(stream: &UnixStream, events: libc::c_short) -> io::Result<()> {
       return Err(error);
     }
   }
+}
+
+/// One `recv` with `flags`, retried when interrupted.
+pub fn recv(stream: &UnixStream, buf: &mut [u8], flags: i32) -> io::Result<usize> {
+  loop {
+    // SAFETY: the pointer and length describe the live, writable `buf`, and
+    // the fd is the stream's socket, open while `stream` is borrowed.
+    let read = unsafe { libc::recv(stream.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), flags) };
+    if read >= 0 {
+      return Ok(read as usize);
+    }
+    let error = io::Error::last_os_error();
+    if error.kind() != io::ErrorKind::Interrupted {
+      return Err(error);
+    }
+  }
+}
+
+/// Copy what the socket holds now into `buf` without consuming it: how
+/// many bytes, 0 once the other end has closed, or `WouldBlock`.
+pub fn peek_now(stream: &UnixStream, buf: &mut [u8]) -> io::Result<usize> {
+  recv(stream, buf, libc::MSG_PEEK | libc::MSG_DONTWAIT)
 }

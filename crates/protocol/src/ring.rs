@@ -1,0 +1,626 @@
+//! The channel through shared memory: two rings of bytes, one each way,
+//! in a region the harness and a host both map (`shared_region.rs`).
+//!
+//! Each ring is a byte stream with a socket's semantics (a write takes what
+//! fits, a read takes what is there, either says `WouldBlock` rather than
+//! wait), so frames cross it as they cross a socket (`frame.rs`,
+//! `inbox.rs`). What it saves is the kernel: a writer copies into memory
+//! both sides have mapped and publishes an index; a reader that is awake
+//! (a run's reply pump spinning, Node's main thread lingering) sees the
+//! bytes without a system call and without any thread being woken. A side
+//! that is going to sleep says so in the ring first, then checks once more;
+//! the other side, after publishing, rings its doorbell (`doorbell.rs`)
+//! only if it said so. Unix sockets wake their reader synchronously (the
+//! kernel queues it on the writer's CPU), which kept a run's hand-offs on
+//! one CPU; a doorbell's wake-up is not.
+//!
+//! The socket stays, carrying nothing: its hang-up is how each side learns
+//! that the other has gone, and a sleeper waits on it beside its doorbell.
+//!
+//! Every index the other side writes is hostile. Each end keeps its own
+//! index privately (the shared copy exists for the other side to read) and
+//! checks the other's against it: a writer's index that runs backwards or
+//! claims more than the ring holds, or a reader's that claims to have read
+//! what was never written, is an error that ends the channel. Bytes are
+//! copied out of the ring before anything reads them, so bytes the other
+//! side changes after publishing them change only that copy, which the
+//! reader then checks as it checks any frame.
+
+use std::io;
+use std::os::unix::net::UnixStream;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::doorbell::{Doorbell, Woken};
+use crate::shared_region::SharedRegion;
+
+/// Bytes of data each way: a power of two (an index's position is its low
+/// bits). A frame longer than this crosses in parts, as through a socket's
+/// buffer (about 200 KiB for a Unix socket here).
+pub const RING_DATA_BYTES: usize = 256 * 1024;
+
+const PAGE: usize = 4096;
+
+/// One ring: a page of indices and flags, each on a cache line of its own
+/// (the two sides write different lines), then the data.
+const RING_BYTES: usize = PAGE + RING_DATA_BYTES;
+
+/// The shared region: the ring to the host, then the ring from the host.
+pub const REGION_BYTES: usize = 2 * RING_BYTES;
+
+/// Where each ring starts in the region.
+const TO_HOST: usize = 0;
+const FROM_HOST: usize = RING_BYTES;
+
+// Offsets in a ring's first page.
+/// Bytes ever written (the writer's).
+const HEAD: usize = 0;
+/// Bytes ever read (the reader's).
+const TAIL: usize = 64;
+/// Non-zero while the reader sleeps, or is about to (the reader's).
+const READER_ASLEEP: usize = 128;
+/// Non-zero while the writer waits for room (the writer's).
+const WRITER_ASLEEP: usize = 192;
+
+const _: () = assert!(RING_DATA_BYTES.is_power_of_two() && RING_DATA_BYTES >= PAGE);
+
+/// Descriptors a host finds the shared channel at (beside the channel's
+/// socket at 0 and the journal at `frame::JOURNAL_FD`): the region, then
+/// for each ring the bell its reader waits on (bytes came) and the bell its
+/// writer waits on (room came).
+pub const REGION_FD: i32 = crate::frame::JOURNAL_FD + 1;
+pub const TO_HOST_DATA_FD: i32 = REGION_FD + 1;
+pub const TO_HOST_ROOM_FD: i32 = REGION_FD + 2;
+pub const FROM_HOST_DATA_FD: i32 = REGION_FD + 3;
+pub const FROM_HOST_ROOM_FD: i32 = REGION_FD + 4;
+/// The last descriptor the harness hands a host.
+pub const LAST_HANDED_FD: i32 = FROM_HOST_ROOM_FD;
+
+/// One ring as this process maps it.
+#[derive(Clone)]
+struct Ring {
+  /// Held so that `start` stays mapped.
+  _region: Arc<SharedRegion>,
+  /// The ring's first byte in the region.
+  start: NonNull<u8>,
+  /// Its reader waits on this for bytes.
+  data: Arc<Doorbell>,
+  /// Its writer waits on this for room.
+  room: Arc<Doorbell>,
+  /// The channel's socket: its hang-up wakes a sleeper.
+  socket: Arc<UnixStream>,
+  /// The other side has gone: learnt by a sleeper its socket woke (looking
+  /// at the socket costs a system call, so only a wait does), for both
+  /// rings of this side.
+  gone: Arc<AtomicBool>,
+}
+
+// SAFETY: `start` points into `region`, which the ring holds; the region
+// is shared memory every access of which is atomic or a copy (see
+// `SharedRegion`), so the pointer may cross threads.
+unsafe impl Send for Ring {}
+// SAFETY: as above.
+unsafe impl Sync for Ring {}
+
+impl Ring {
+  fn new(
+    region: &Arc<SharedRegion>,
+    offset: usize,
+    data: Arc<Doorbell>,
+    room: Arc<Doorbell>,
+    socket: Arc<UnixStream>,
+    gone: Arc<AtomicBool>,
+  ) -> io::Result<Ring> {
+    if region.len() < offset + RING_BYTES {
+      return Err(io::Error::new(io::ErrorKind::InvalidInput, "a region too small for the channel's rings"));
+    }
+    // SAFETY: `offset + RING_BYTES` is within the region (checked above).
+    let start = unsafe { region.base().add(offset) };
+    Ok(Ring { _region: region.clone(), start, data, room, socket, gone })
+  }
+
+  fn word64(&self, offset: usize) -> &AtomicU64 {
+    // SAFETY: `offset` is one of the 8-aligned offsets above, within the
+    // ring's first page of the page-aligned region the ring holds alive;
+    // the other process only ever accesses it atomically too.
+    unsafe { &*self.start.as_ptr().add(offset).cast::<AtomicU64>() }
+  }
+
+  fn word32(&self, offset: usize) -> &AtomicU32 {
+    // SAFETY: as in `word64`, 4-aligned.
+    unsafe { &*self.start.as_ptr().add(offset).cast::<AtomicU32>() }
+  }
+
+  fn data_at(&self, index: u64) -> *mut u8 {
+    let position = (index as usize) & (RING_DATA_BYTES - 1);
+    // SAFETY: `position` < RING_DATA_BYTES, and the data follows the first
+    // page within the ring's RING_BYTES.
+    unsafe { self.start.as_ptr().add(PAGE + position) }
+  }
+
+  /// Copy `len` bytes starting at stream index `from` out of the ring to
+  /// `out` (at most RING_DATA_BYTES, which the callers' checked counts are).
+  ///
+  /// # Safety
+  /// `out` must be valid for writes of `len` bytes.
+  unsafe fn copy_out(&self, from: u64, out: *mut u8, len: usize) {
+    let position = (from as usize) & (RING_DATA_BYTES - 1);
+    let first = len.min(RING_DATA_BYTES - position);
+    // SAFETY: the source ranges lie within the ring's data (`first` bytes
+    // from `position` up to its end, the rest from its start, together at
+    // most RING_DATA_BYTES); `out` takes `len` bytes (the caller's promise).
+    // The other process may write the same bytes meanwhile: any byte value
+    // is valid, and nothing reads them but through this copy, which the
+    // reader checks afterwards.
+    unsafe {
+      std::ptr::copy_nonoverlapping(self.data_at(from), out, first);
+      std::ptr::copy_nonoverlapping(self.data_at(0), out.add(first), len - first);
+    }
+  }
+
+  /// Copy `bytes` into the ring at stream index `at` (as `copy_out`).
+  fn copy_in(&self, at: u64, bytes: &[u8]) {
+    let position = (at as usize) & (RING_DATA_BYTES - 1);
+    let first = bytes.len().min(RING_DATA_BYTES - position);
+    // SAFETY: as in `copy_out`, the other way.
+    unsafe {
+      std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.data_at(at), first);
+      std::ptr::copy_nonoverlapping(bytes.as_ptr().add(first), self.data_at(0), bytes.len() - first);
+    }
+  }
+
+  /// After a sleeper woke: note whether the socket says the other side
+  /// has gone (its end is closed, or the socket failed).
+  fn look_at_socket(&self) {
+    let mut byte = [0u8; 1];
+    let gone = match crate::socket::peek_now(&self.socket, &mut byte) {
+      Ok(0) => true,
+      Ok(_) => false,
+      Err(error) => error.kind() != io::ErrorKind::WouldBlock,
+    };
+    if gone {
+      self.gone.store(true, Ordering::Release);
+    }
+  }
+
+  fn gone(&self) -> bool {
+    self.gone.load(Ordering::Acquire)
+  }
+
+  /// Sleep on `bell` (the caller said it sleeps and looked once more), then
+  /// note whether the socket woke it because the other side has gone.
+  fn sleep_on(&self, bell: &Doorbell) -> io::Result<()> {
+    if bell.wait(&self.socket)? == Woken::Socket {
+      self.look_at_socket();
+    }
+    Ok(())
+  }
+}
+
+fn hostile(what: &str) -> io::Error {
+  io::Error::new(io::ErrorKind::InvalidData, format!("the shared ring: {what}"))
+}
+
+/// The reading end of one ring. One reader at a time: its callers
+/// serialize reads (an inbox's lock); a wait may overlap them.
+pub struct RingReader {
+  ring: Ring,
+  /// Bytes read: this end's own count, which the shared TAIL only mirrors.
+  tail: AtomicU64,
+}
+
+impl RingReader {
+  /// Bytes written and not yet read, the writer's HEAD checked against this
+  /// end's own count: it must lie within one ring's length ahead of it
+  /// (so it never runs backwards past what was read).
+  fn unread(&self) -> io::Result<usize> {
+    let head = self.ring.word64(HEAD).load(Ordering::Acquire);
+    match head.checked_sub(self.tail.load(Ordering::Relaxed)) {
+      Some(unread) if unread <= RING_DATA_BYTES as u64 => Ok(unread as usize),
+      _ => Err(hostile("the writer's index is not within the ring")),
+    }
+  }
+
+  /// How many bytes are there to read now: `WouldBlock` when none is, or
+  /// `Ok(0)` when none is and none will come (a wait found the writer gone).
+  fn available(&self) -> io::Result<usize> {
+    let unread = self.unread()?;
+    if unread > 0 {
+      return Ok(unread);
+    }
+    if !self.ring.gone() {
+      return Err(io::ErrorKind::WouldBlock.into());
+    }
+    // What it wrote before it went was published before its end closed.
+    self.unread()
+  }
+
+  /// Copy up to `buf.len()` bytes that are there now into `buf`, and
+  /// consume them unless `peek`: how many (0 only for an empty `buf`), or
+  /// `WouldBlock` when none is there, or `Ok(0)` when none is there and
+  /// none will come (a wait found the writer gone: this looks at no socket,
+  /// so a spinning reader makes no system call).
+  pub fn read_now(&self, buf: &mut [u8], peek: bool) -> io::Result<usize> {
+    if buf.is_empty() {
+      return Ok(0);
+    }
+    let count = self.available()?.min(buf.len());
+    // SAFETY: `buf` takes `count` <= `buf.len()` bytes.
+    unsafe { self.ring.copy_out(self.tail.load(Ordering::Relaxed), buf.as_mut_ptr(), count) };
+    if !peek {
+      self.consume(count);
+    }
+    Ok(count)
+  }
+
+  /// Append up to `max` bytes that are there now to `out`, consumed (its
+  /// room grows only by what is there): as [`RingReader::read_now`].
+  pub fn read_to_vec(&self, out: &mut Vec<u8>, max: usize) -> io::Result<usize> {
+    if max == 0 {
+      return Ok(0);
+    }
+    let count = self.available()?.min(max);
+    out.reserve(count);
+    // SAFETY: `reserve` made room for `count` bytes past the length; they
+    // are written (never read) by the copy, then taken into the length.
+    unsafe {
+      self.ring.copy_out(self.tail.load(Ordering::Relaxed), out.as_mut_ptr().add(out.len()), count);
+      out.set_len(out.len() + count);
+    }
+    self.consume(count);
+    Ok(count)
+  }
+
+  /// Consume `count` bytes already read with a peek.
+  pub fn consume(&self, count: usize) {
+    let tail = self.tail.load(Ordering::Relaxed).wrapping_add(count as u64);
+    self.tail.store(tail, Ordering::Relaxed);
+    // Released: the bytes were copied out before the writer may reuse them.
+    self.ring.word64(TAIL).store(tail, Ordering::Release);
+    // Ordered before the flag's load (the writer stores its flag, then loads
+    // TAIL): one of the two sees the other.
+    fence(Ordering::SeqCst);
+    if self.ring.word32(WRITER_ASLEEP).load(Ordering::Relaxed) != 0 {
+      self.ring.room.ring();
+    }
+  }
+
+  /// Block until bytes are there to read or the writer has gone (then
+  /// `read_now` says which). Says it sleeps first, then looks once more:
+  /// a writer that published after the look rings the bell.
+  pub fn wait(&self) -> io::Result<()> {
+    let asleep = self.ring.word32(READER_ASLEEP);
+    asleep.store(1, Ordering::Relaxed);
+    fence(Ordering::SeqCst);
+    let woken = match self.unread() {
+      Ok(0) if !self.ring.gone() => self.ring.sleep_on(&self.ring.data),
+      Ok(_) => Ok(()),
+      Err(error) => Err(error),
+    };
+    asleep.store(0, Ordering::Relaxed);
+    woken
+  }
+}
+
+/// The writing end of one ring. One writer at a time: its callers
+/// serialize writes (the link's lock); a wait may overlap them.
+pub struct RingWriter {
+  ring: Ring,
+  /// Bytes written: this end's own count, which the shared HEAD only mirrors.
+  head: AtomicU64,
+  /// The reader's TAIL as last seen: it may only move forwards.
+  tail_seen: AtomicU64,
+}
+
+impl RingWriter {
+  /// Room for more bytes: the reader's TAIL checked against this end's own
+  /// count (it cannot have read what was not written, nor be more than a
+  /// ring's length behind) and against itself (it never runs backwards).
+  fn room(&self) -> io::Result<usize> {
+    let tail = self.ring.word64(TAIL).load(Ordering::Acquire);
+    if tail < self.tail_seen.load(Ordering::Relaxed) {
+      return Err(hostile("the reader's index ran backwards"));
+    }
+    match self.head.load(Ordering::Relaxed).checked_sub(tail) {
+      Some(used) if used <= RING_DATA_BYTES as u64 => {
+        self.tail_seen.store(tail, Ordering::Relaxed);
+        Ok(RING_DATA_BYTES - used as usize)
+      }
+      _ => Err(hostile("the reader's index is not within the ring")),
+    }
+  }
+
+  /// Copy as much of `bytes` as fits now into the ring and publish it: how
+  /// many bytes (at least one, unless `bytes` is empty), or `WouldBlock`
+  /// when none fits; `BrokenPipe` once a wait has found the reader gone
+  /// (bytes written before that are lost with it, as a socket's would be).
+  pub fn write_now(&self, bytes: &[u8]) -> io::Result<usize> {
+    if bytes.is_empty() {
+      return Ok(0);
+    }
+    if self.ring.gone() {
+      return Err(io::ErrorKind::BrokenPipe.into());
+    }
+    let count = self.room()?.min(bytes.len());
+    if count == 0 {
+      return Err(io::ErrorKind::WouldBlock.into());
+    }
+    let head = self.head.load(Ordering::Relaxed);
+    self.ring.copy_in(head, &bytes[..count]);
+    let head = head.wrapping_add(count as u64);
+    self.head.store(head, Ordering::Relaxed);
+    // Released: the bytes are in the ring before the reader may see them.
+    self.ring.word64(HEAD).store(head, Ordering::Release);
+    // Ordered before the flag's load (the reader stores its flag, then
+    // loads HEAD): one of the two sees the other.
+    fence(Ordering::SeqCst);
+    if self.ring.word32(READER_ASLEEP).load(Ordering::Relaxed) != 0 {
+      self.ring.data.ring();
+    }
+    Ok(count)
+  }
+
+  /// Write all of `bytes`, waiting for room as needed; `BrokenPipe` once
+  /// the reader has gone.
+  pub fn write_all(&self, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+      match self.write_now(bytes) {
+        Ok(written) => bytes = &bytes[written..],
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock => self.wait()?,
+        Err(error) => return Err(error),
+      }
+    }
+    Ok(())
+  }
+
+  /// Block until there is room or the reader has gone (then `write_now`
+  /// says which). Says it waits first, then looks once more: a reader that
+  /// consumed after the look rings the bell.
+  pub fn wait(&self) -> io::Result<()> {
+    let asleep = self.ring.word32(WRITER_ASLEEP);
+    asleep.store(1, Ordering::Relaxed);
+    fence(Ordering::SeqCst);
+    let woken = match self.room() {
+      Ok(0) if !self.ring.gone() => self.ring.sleep_on(&self.ring.room),
+      Ok(_) => Ok(()),
+      Err(error) => Err(error),
+    };
+    asleep.store(0, Ordering::Relaxed);
+    woken
+  }
+}
+
+/// One side's two ends of the shared channel.
+pub struct RingEnds {
+  pub reader: RingReader,
+  pub writer: RingWriter,
+}
+
+/// The four doorbells of a shared channel, as one side holds them.
+pub struct Doorbells {
+  pub to_host_data: Doorbell,
+  pub to_host_room: Doorbell,
+  pub from_host_data: Doorbell,
+  pub from_host_room: Doorbell,
+}
+
+/// Which side of the channel a process is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Side {
+  Harness,
+  Host,
+}
+
+impl RingEnds {
+  /// This side's ends of the channel in `region`, a fresh one (the
+  /// harness's, reading from the host and writing to it, or the host's, the
+  /// other way), with the doorbells and the channel's socket.
+  pub fn new(side: Side, region: Arc<SharedRegion>, bells: Doorbells, socket: UnixStream) -> io::Result<RingEnds> {
+    let socket = Arc::new(socket);
+    let bell = |bell: Doorbell| Arc::new(bell);
+    // One socket, so one end of the other side for both rings.
+    let gone = Arc::new(AtomicBool::new(false));
+    let to_host =
+      Ring::new(&region, TO_HOST, bell(bells.to_host_data), bell(bells.to_host_room), socket.clone(), gone.clone())?;
+    let from_host =
+      Ring::new(&region, FROM_HOST, bell(bells.from_host_data), bell(bells.from_host_room), socket, gone)?;
+    let (incoming, outgoing) = match side {
+      Side::Harness => (from_host, to_host),
+      Side::Host => (to_host, from_host),
+    };
+    // A region serves one channel from its start: every index is 0.
+    Ok(RingEnds {
+      reader: RingReader { ring: incoming, tail: AtomicU64::new(0) },
+      writer: RingWriter { ring: outgoing, head: AtomicU64::new(0), tail_seen: AtomicU64::new(0) },
+    })
+  }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+  use super::*;
+  use std::os::fd::OwnedFd;
+
+  /// Both sides' ends over two mappings of one region (as the harness and a
+  /// host map it), with the doorbells' descriptors shared as a host
+  /// inherits them: the harness's, the host's, the region's descriptor.
+  pub(crate) fn channel() -> (RingEnds, RingEnds, OwnedFd) {
+    let (harness_region, fd) = SharedRegion::create(REGION_BYTES).unwrap();
+    let host_region = SharedRegion::map(&fd, REGION_BYTES).unwrap();
+    let bells = Doorbells {
+      to_host_data: Doorbell::new().unwrap(),
+      to_host_room: Doorbell::new().unwrap(),
+      from_host_data: Doorbell::new().unwrap(),
+      from_host_room: Doorbell::new().unwrap(),
+    };
+    let copy = |bell: &Doorbell| Doorbell::from_fd(bell.fd().try_clone().unwrap()).unwrap();
+    let host_bells = Doorbells {
+      to_host_data: copy(&bells.to_host_data),
+      to_host_room: copy(&bells.to_host_room),
+      from_host_data: copy(&bells.from_host_data),
+      from_host_room: copy(&bells.from_host_room),
+    };
+    let (harness_socket, host_socket) = UnixStream::pair().unwrap();
+    let harness = RingEnds::new(Side::Harness, Arc::new(harness_region), bells, harness_socket).unwrap();
+    let host = RingEnds::new(Side::Host, Arc::new(host_region), host_bells, host_socket).unwrap();
+    (harness, host, fd)
+  }
+
+  /// A stream of `len` bytes no two nearby positions of which repeat.
+  fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    (0..len)
+      .map(|_| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state as u8
+      })
+      .collect()
+  }
+
+  fn read_exactly(reader: &RingReader, len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    let mut got = 0;
+    while got < len {
+      match reader.read_now(&mut out[got..], false) {
+        Ok(0) => panic!("the stream ended after {got} of {len} bytes"),
+        Ok(read) => got += read,
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock => reader.wait().unwrap(),
+        Err(error) => panic!("{error}"),
+      }
+    }
+    out
+  }
+
+  #[test]
+  fn bytes_cross_both_ways_in_order_across_the_rings_ends() {
+    let (harness, host, _fd) = channel();
+    // Lengths that wrap the ring at every offset class, and one longer
+    // than the ring, which crosses in parts while the reader takes them.
+    let lengths = [1, 5, 4096, RING_DATA_BYTES - 3, 7, RING_DATA_BYTES * 3 + 11, 64 * 1024];
+    let sent: Vec<Vec<u8>> = lengths.iter().enumerate().map(|(at, len)| pattern(*len, at as u64 + 1)).collect();
+    std::thread::scope(|scope| {
+      let to_host = sent.clone();
+      let writer = &harness.writer;
+      scope.spawn(move || to_host.iter().for_each(|bytes| writer.write_all(bytes).unwrap()));
+      let from_host = sent.clone();
+      let host_writer = &host.writer;
+      scope.spawn(move || from_host.iter().for_each(|bytes| host_writer.write_all(bytes).unwrap()));
+      for bytes in &sent {
+        assert!(read_exactly(&host.reader, bytes.len()) == *bytes, "to the host: {} bytes", bytes.len());
+        assert!(read_exactly(&harness.reader, bytes.len()) == *bytes, "from the host: {} bytes", bytes.len());
+      }
+    });
+  }
+
+  #[test]
+  fn a_peek_reads_without_consuming() {
+    let (harness, host, _fd) = channel();
+    harness.writer.write_all(b"hello").unwrap();
+    let mut head = [0u8; 2];
+    assert_eq!(host.reader.read_now(&mut head, true).unwrap(), 2);
+    assert_eq!(&head, b"he");
+    host.reader.consume(1);
+    assert_eq!(read_exactly(&host.reader, 4), b"ello");
+    assert_eq!(host.reader.read_now(&mut head, false).unwrap_err().kind(), io::ErrorKind::WouldBlock);
+  }
+
+  #[test]
+  fn a_full_ring_says_would_block_and_its_writer_wakes_when_the_reader_takes_bytes() {
+    let (harness, host, _fd) = channel();
+    let full = pattern(RING_DATA_BYTES, 9);
+    assert_eq!(harness.writer.write_now(&full).unwrap(), RING_DATA_BYTES);
+    assert_eq!(harness.writer.write_now(b"x").unwrap_err().kind(), io::ErrorKind::WouldBlock);
+    std::thread::scope(|scope| {
+      let writer = &harness.writer;
+      // Blocks in wait() until the reader below takes a byte.
+      let waiting = scope.spawn(move || writer.write_all(b"more"));
+      assert_eq!(read_exactly(&host.reader, RING_DATA_BYTES), full);
+      waiting.join().unwrap().unwrap();
+    });
+    assert_eq!(read_exactly(&host.reader, 4), b"more");
+  }
+
+  #[test]
+  fn a_sleeping_reader_is_woken_by_the_bell_and_by_the_writers_end() {
+    let (harness, host, _fd) = channel();
+    std::thread::scope(|scope| {
+      let reader = &host.reader;
+      let woken = scope.spawn(move || read_exactly(reader, 3));
+      harness.writer.write_all(b"abc").unwrap();
+      assert_eq!(woken.join().unwrap(), b"abc");
+    });
+    // What a writer published before it went is read, then the end.
+    harness.writer.write_all(b"last").unwrap();
+    let RingEnds { reader: harness_reader, writer: harness_writer } = harness;
+    drop(harness_reader);
+    drop(harness_writer);
+    assert_eq!(read_exactly(&host.reader, 4), b"last");
+    let mut byte = [0u8; 1];
+    host.reader.wait().unwrap();
+    assert_eq!(host.reader.read_now(&mut byte, false).unwrap(), 0);
+    assert_eq!(host.writer.write_now(b"x").unwrap_err().kind(), io::ErrorKind::BrokenPipe);
+  }
+
+  /// The host's indices, as a hostile host writes them into its mapping.
+  fn hostile_host_words(host: &RingEnds) -> (&AtomicU64, &AtomicU64) {
+    (host.writer.ring.word64(HEAD), host.reader.ring.word64(TAIL))
+  }
+
+  #[test]
+  fn a_hostile_writers_index_ends_the_channel_and_is_never_read_past() {
+    let (harness, host, _fd) = channel();
+    let (head, _) = hostile_host_words(&host);
+    let mut buf = vec![0u8; 16];
+    for claim in [RING_DATA_BYTES as u64 + 1, u64::MAX, u64::MAX / 2] {
+      head.store(claim, Ordering::Release);
+      let error = harness.reader.read_now(&mut buf, false).unwrap_err();
+      assert_eq!(error.kind(), io::ErrorKind::InvalidData, "a head of {claim}");
+      assert_eq!(harness.reader.wait().unwrap_err().kind(), io::ErrorKind::InvalidData);
+    }
+    // Backwards, after real bytes were read.
+    head.store(0, Ordering::Release);
+    host.writer.write_all(b"abcdef").unwrap();
+    assert_eq!(read_exactly(&harness.reader, 6), b"abcdef");
+    head.store(3, Ordering::Release);
+    assert_eq!(harness.reader.read_now(&mut buf, false).unwrap_err().kind(), io::ErrorKind::InvalidData);
+    // A whole ring's worth ahead is the most it may claim, and is read.
+    head.store(6 + RING_DATA_BYTES as u64, Ordering::Release);
+    let mut all = vec![0u8; RING_DATA_BYTES + 1];
+    assert_eq!(harness.reader.read_now(&mut all, false).unwrap(), RING_DATA_BYTES);
+  }
+
+  #[test]
+  fn a_hostile_readers_index_ends_the_channel() {
+    let (harness, host, _fd) = channel();
+    let (_, tail) = hostile_host_words(&host);
+    harness.writer.write_all(b"abc").unwrap();
+    // Claims to have read what was never written, or to be too far behind
+    // (before the stream began).
+    for claim in [4, u64::MAX, u64::MAX - RING_DATA_BYTES as u64] {
+      tail.store(claim, Ordering::Release);
+      assert_eq!(harness.writer.write_now(b"x").unwrap_err().kind(), io::ErrorKind::InvalidData, "a tail of {claim}");
+      assert_eq!(harness.writer.wait().unwrap_err().kind(), io::ErrorKind::InvalidData);
+    }
+    // Claiming to have read exactly what was written frees the room; then
+    // running backwards is refused.
+    tail.store(3, Ordering::Release);
+    assert_eq!(harness.writer.write_now(&vec![0; RING_DATA_BYTES]).unwrap(), RING_DATA_BYTES);
+    tail.store(2, Ordering::Release);
+    assert_eq!(harness.writer.write_now(b"x").unwrap_err().kind(), io::ErrorKind::InvalidData);
+  }
+
+  #[test]
+  fn bytes_changed_after_they_were_published_change_only_what_the_reader_copies_next() {
+    let (harness, host, _fd) = channel();
+    host.writer.write_all(b"ok??").unwrap();
+    let mut first = [0u8; 4];
+    assert_eq!(harness.reader.read_now(&mut first, true).unwrap(), 4);
+    // The host rewrites the published bytes.
+    host.writer.ring.copy_in(0, b"NO!!");
+    assert_eq!(&first, b"ok??", "the copy already taken is the reader's");
+    assert_eq!(read_exactly(&harness.reader, 4), b"NO!!");
+  }
+}
