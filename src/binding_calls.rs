@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use dsh_protocol::config::spinning_helps;
 use dsh_protocol::frame::{BindingCall, ReplyKind};
+use dsh_protocol::inbox::Watching;
 use dsh_protocol::lock::lock;
 use dsh_protocol::out_of_band::RawString;
 use napi::bindgen_prelude::*;
@@ -185,8 +186,10 @@ pub type NodeWake = ThreadsafeFunction<(), Unknown<'static>, BindingCallBatch, S
 pub type WakeNode = Box<dyn Fn() + Send + Sync>;
 
 /// Takes the calls waiting whole at the head of the hosts' channels into
-/// the outbox (the supervisor's `take_calls`), for the main thread's linger.
-pub type TakeCalls = Box<dyn Fn() + Send + Sync>;
+/// the outbox (the supervisor's `take_calls`), for the main thread's linger,
+/// with the linger's [`Watching`] (the hosts' reader threads are not woken
+/// for what it takes).
+pub type TakeCalls = Box<dyn Fn(&mut Watching) + Send + Sync>;
 
 #[derive(Default)]
 struct Queued {
@@ -256,9 +259,10 @@ impl CallOutbox {
     }
     // While it waits, it reads the hosts' channels itself: a call found
     // there needs no reader thread woken to pass it on.
+    let mut watching = Watching::default();
     self.spin.wait_for(|| {
       if let Some(take_calls) = self.take_calls.get() {
-        take_calls();
+        take_calls(&mut watching);
       }
       self.calls_waiting.load(Ordering::Acquire)
     });
@@ -286,7 +290,7 @@ struct LingerSpin {
 }
 
 impl LingerSpin {
-  fn wait_for(&self, ready: impl Fn() -> bool) {
+  fn wait_for(&self, mut ready: impl FnMut() -> bool) {
     let skip = self.skip.load(Ordering::Relaxed);
     if skip > 0 {
       self.skip.store(skip - 1, Ordering::Relaxed);

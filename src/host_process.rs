@@ -3,14 +3,14 @@
 //! runs it takes with it.
 //!
 //! Writes to a host never block the caller (Node's main thread submits and
-//! replies): a frame the socket cannot take at once waits in the link's
+//! replies): a frame the ring cannot take at once waits in the link's
 //! backlog, which a flusher thread writes out in order. A host that stops
 //! reading is found by the supervisor's heartbeat and killed, which ends
 //! the backlog with it.
 
 use std::collections::VecDeque;
 use std::ffi::{CStr, OsStr};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
@@ -21,7 +21,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use dsh_protocol::frame::JOURNAL_FD;
 use dsh_protocol::lock::lock;
-use dsh_protocol::socket::send_now;
+use dsh_protocol::ring::{RingEnds, RingWriter, LAST_HANDED_FD};
 
 /// The host executable's file name (package.json's `napi.isolateHost`, via
 /// build.rs); it ships beside the addon's `.node` file (in the platform
@@ -54,23 +54,27 @@ pub fn host_executable() -> Result<PathBuf, String> {
 /// error.
 pub struct Spawned {
   pub child: Child,
-  /// The harness's end of the channel.
-  pub channel: UnixStream,
+  /// The harness's ends of the channel (`dsh_protocol::ring`).
+  pub channel: RingEnds,
   /// The harness's end of the journal (`dsh_protocol::frame`).
   pub journal: UnixStream,
   pub stderr: StderrTail,
 }
 
 /// Start a host. Its environment is empty (it holds no secret of the
-/// harness's), its working directory `/`, its standard input the channel,
-/// its standard output nothing, its `JOURNAL_FD` the journal; it is told
-/// the harness's pid, so that it can tell when the harness has gone (see
-/// `main.rs` of the host).
+/// harness's), its working directory `/`, its standard input the channel's
+/// socket, its standard output nothing, its `JOURNAL_FD` the journal and the
+/// descriptors from `REGION_FD` on the channel's shared region and
+/// doorbells (`dsh_protocol::ring`); it is told the harness's pid, so that
+/// it can tell when the harness has gone (see `main.rs` of the host).
 pub fn spawn(executable: &PathBuf) -> Result<Spawned, String> {
-  let (channel, host_end) = UnixStream::pair().map_err(|error| format!("no channel for the isolate host: {error}"))?;
+  let (socket, host_end) = UnixStream::pair().map_err(|error| format!("no channel for the isolate host: {error}"))?;
+  let (channel, handed) =
+    RingEnds::create(socket).map_err(|error| format!("no shared channel for the isolate host: {error}"))?;
   let (journal, host_journal) =
     UnixStream::pair().map_err(|error| format!("no journal for the isolate host: {error}"))?;
-  let host_journal_fd = host_journal.as_raw_fd();
+  let mut placements = [(host_journal.as_raw_fd(), JOURNAL_FD); 6];
+  placements[1..].copy_from_slice(&handed.placements());
   let mut command = Command::new(executable);
   command
     .arg(std::process::id().to_string())
@@ -80,24 +84,31 @@ pub fn spawn(executable: &PathBuf) -> Result<Spawned, String> {
     .stdout(Stdio::null())
     .stderr(Stdio::piped());
   // SAFETY: the closure runs in the child between fork and exec, after
-  // its stdio is in place, and makes only async-signal-safe calls (dup2,
-  // fcntl) on descriptors the child inherited: `host_journal_fd` is open
-  // there, since `host_journal` lives until `spawn` returns.
+  // its stdio is in place, and makes only async-signal-safe calls (fcntl,
+  // dup2) on descriptors the child inherited: each of `placements` is open
+  // there, since `host_journal` and `handed` live until `spawn` returns.
   unsafe {
     command.pre_exec(move || {
-      if host_journal_fd == JOURNAL_FD {
-        // Already in place: only its close-on-exec flag must go.
-        if libc::fcntl(JOURNAL_FD, libc::F_SETFD, 0) == -1 {
+      // Each first above every fixed number (closed on exec), so that no
+      // placement overwrites a descriptor still to be placed; then at its
+      // number, where dup2 leaves it open across exec.
+      let mut above = [0; 6];
+      for (at, (fd, _)) in placements.iter().enumerate() {
+        above[at] = libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, LAST_HANDED_FD + 1);
+        if above[at] == -1 {
           return Err(std::io::Error::last_os_error());
         }
-      } else if libc::dup2(host_journal_fd, JOURNAL_FD) == -1 {
-        return Err(std::io::Error::last_os_error());
+      }
+      for (at, (_, number)) in placements.iter().enumerate() {
+        if libc::dup2(above[at], *number) == -1 {
+          return Err(std::io::Error::last_os_error());
+        }
       }
       Ok(())
     });
   }
   let spawned = command.spawn();
-  drop(host_journal);
+  drop((host_journal, handed));
   // No path in the message: it may reach a model, in the runs it fails.
   let mut child = spawned.map_err(|error| format!("the isolate host could not be started: {error}"))?;
   let stderr = match child.stderr.take() {
@@ -251,9 +262,13 @@ pub fn fatal_line(stderr: &str) -> Option<String> {
 
 /// The harness's writing end of one host's channel (see the module doc).
 pub struct HostLink {
-  stream: UnixStream,
+  ring: RingWriter,
   backlog: Mutex<Backlog>,
   bell: Condvar,
+  /// What the host did to the ring that made writing to it stop (an index
+  /// it may not write): the channel is shut down for it, and its reader
+  /// reports it.
+  violation: Mutex<Option<String>>,
 }
 
 #[derive(Default)]
@@ -263,22 +278,23 @@ struct Backlog {
   /// `first_written` bytes are already out.
   frames: VecDeque<Vec<u8>>,
   first_written: usize,
-  /// The flusher owns the stream's writing until the backlog is empty.
+  /// The flusher owns the ring's writing until the backlog is empty.
   flushing: bool,
   closed: bool,
 }
 
 impl HostLink {
-  /// A link over `stream`, with its flusher thread started.
-  pub fn start(stream: UnixStream) -> std::io::Result<Arc<HostLink>> {
-    let link = Arc::new(HostLink { stream, backlog: Mutex::default(), bell: Condvar::new() });
+  /// A link over `ring`, with its flusher thread started.
+  pub fn start(ring: RingWriter) -> std::io::Result<Arc<HostLink>> {
+    let link =
+      Arc::new(HostLink { ring, backlog: Mutex::default(), bell: Condvar::new(), violation: Mutex::default() });
     let flusher = link.clone();
     dsh_named_thread::spawn("dsh-host-link", move || flusher.flush())?;
     Ok(link)
   }
 
   /// Send one or more whole frames, in order after every earlier send;
-  /// never blocks on the host. What the socket does not take at once
+  /// never blocks on the host. What the ring does not take at once
   /// waits in the backlog as it is (moved, not copied).
   pub fn send(&self, frames: Vec<u8>) {
     let mut backlog = lock(&self.backlog);
@@ -291,7 +307,7 @@ impl HostLink {
     }
     let mut sent = 0;
     while sent < frames.len() {
-      let error = match send_now(&self.stream, &frames[sent..]) {
+      let error = match self.ring.write_now(&frames[sent..]) {
         Ok(written) => {
           sent += written;
           continue;
@@ -305,16 +321,34 @@ impl HostLink {
           backlog.flushing = true;
           self.bell.notify_one();
         }
-        _ => backlog.closed = true,
+        _ => {
+          backlog.closed = true;
+          drop(backlog);
+          self.failed(&error);
+        }
       }
       return;
     }
   }
 
+  /// Writing failed: the host is gone, or broke the ring (then say so, and
+  /// end the channel, so that its reader ends the host for it).
+  fn failed(&self, error: &std::io::Error) {
+    if error.kind() == std::io::ErrorKind::InvalidData {
+      lock(&self.violation).get_or_insert_with(|| error.to_string());
+      self.ring.shut_down();
+    }
+  }
+
+  /// How the host broke the ring, if writing found it broken.
+  pub fn violation(&self) -> Option<String> {
+    lock(&self.violation).clone()
+  }
+
   /// End the channel both ways: the host's reads and writes fail, and so
   /// do the harness's reader's (it sees the end of the stream).
   pub fn shut_down(&self) {
-    let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    self.ring.shut_down();
     self.close();
   }
 
@@ -341,8 +375,9 @@ impl HostLink {
       };
       let mut from = first_written;
       for frame in frames {
-        if (&self.stream).write_all(frame.get(from..).unwrap_or_default()).is_err() {
+        if let Err(error) = self.ring.write_all(frame.get(from..).unwrap_or_default()) {
           lock(&self.backlog).closed = true;
+          self.failed(&error);
           return;
         }
         from = 0;

@@ -228,9 +228,9 @@ impl NativeRuntime {
     let supervisor =
       Supervisor::start(settings, calls.clone()).map_err(|message| Error::new(Status::GenericFailure, message))?;
     let weak_supervisor = Arc::downgrade(&supervisor);
-    calls.connect_take_calls(Box::new(move || {
+    calls.connect_take_calls(Box::new(move |watching| {
       if let Some(supervisor) = weak_supervisor.upgrade() {
-        supervisor.take_calls();
+        supervisor.take_calls(watching);
       }
     }));
     let core = Arc::new(Core { supervisor, calls, disposed: AtomicBool::new(false), max_output_bytes });

@@ -12,6 +12,7 @@ use dsh_protocol::inbox::Inbox;
 use dsh_protocol::ledger::FailureKind;
 use dsh_protocol::lock::lock;
 use dsh_protocol::protections::Protections;
+use dsh_protocol::ring::RingEnds;
 
 use crate::host_process::{spawn, HostEnd, HostLink, Spawned, StderrTail};
 
@@ -51,7 +52,7 @@ pub(super) struct Host {
   pub(super) link: Arc<HostLink>,
   /// The reading end of its channel: its reader thread reads every frame;
   /// Node's main thread, lingering for a call, may take calls itself.
-  pub(super) inbox: Inbox,
+  pub(super) inbox: Arc<Inbox>,
   /// The reading end of its journal (its runs' starts and log entries),
   /// read by its reader thread before each frame of the channel and once
   /// the host has ended (`dsh_protocol::frame`).
@@ -128,8 +129,8 @@ impl Supervisor {
         return Err(message);
       }
     };
-    let halves = channel.try_clone().and_then(|read_half| Ok((Inbox::new(read_half), HostLink::start(channel)?)));
-    let (inbox, link) = match halves {
+    let RingEnds { reader, writer } = channel;
+    let (inbox, link) = match HostLink::start(writer).map(|link| (Arc::new(Inbox::new(reader)), link)) {
       Ok(halves) => halves,
       Err(error) => {
         // The host never got its channel: end it, and reap it here.

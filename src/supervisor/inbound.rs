@@ -9,7 +9,7 @@ use std::time::Instant;
 use dsh_protocol::failure::{HostLoss, StopReason};
 use dsh_protocol::frame::{Answer, BindingCall, FromHost, Reply, ReplyKind, ToHost};
 use dsh_protocol::history::{CallIdentity, CallVerdict, LogVerdict};
-use dsh_protocol::inbox::{Next, Ready};
+use dsh_protocol::inbox::{Next, Ready, Watching};
 use dsh_protocol::ledger::{Completion, FailureKind};
 use dsh_protocol::lock::lock;
 use dsh_protocol::protections::Protections;
@@ -239,11 +239,11 @@ impl Supervisor {
   /// that are at the head of a host's channel, whole, off the channel
   /// itself (`dsh_protocol::inbox`), into the call outbox, as the host's
   /// reader would have. Never blocks on a reader.
-  pub fn take_calls(&self) {
+  pub fn take_calls(&self, watching: &mut Watching) {
     let hosts = lock(&self.hosts).clone();
     for host in hosts {
       let mut violation = None;
-      host.inbox.try_take(FromHost::CALLS_TAG, |frame| {
+      watching.try_take(&host.inbox, FromHost::CALLS_TAG, |frame| {
         violation = self.receive_frame(&host, frame, false).err();
       });
       if let Some(error) = violation {
@@ -261,7 +261,8 @@ pub(super) fn read_host(supervisor: &Weak<Supervisor>, host: &Arc<Host>) {
     // the main thread takes itself are handled in the order they were sent.
     let _reading = match host.inbox.next(&mut frame) {
       Ok(Next::Frame(reading)) => reading,
-      Ok(Next::Ended) => break None,
+      // Ended by the harness itself when writing found the ring broken.
+      Ok(Next::Ended) => break host.link.violation(),
       Err(error) if error.kind() == std::io::ErrorKind::InvalidData => break Some(error.to_string()),
       Err(_) => break None,
     };

@@ -2,11 +2,14 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::mpsc;
 
+use dsh_protocol::doorbell::Doorbell;
 use dsh_protocol::failure::Divergence;
 use dsh_protocol::frame::{BindingCall, ExecutionCost, FromHost, HostStats};
 use dsh_protocol::history::CallIdentity;
 use dsh_protocol::out_of_band::RawString;
 use dsh_protocol::protections::Protection;
+use dsh_protocol::ring::{layout, REGION_BYTES, RING_DATA_BYTES};
+use dsh_protocol::shared_region::SharedRegion;
 
 use crate::config::HistoryCaps;
 
@@ -78,19 +81,30 @@ fn hostile_host_fixture() {
   ) else {
     return;
   };
-  // SAFETY: a host's standard input is its channel, which the supervisor
-  // passed as a socket and nothing else in this process uses.
-  let mut channel = unsafe { UnixStream::from_raw_fd(0) };
+  use dsh_protocol::ring::{RingEnds, FROM_HOST_DATA_FD, REGION_FD};
+  // The hostile host's own hold on the region and on the bell the harness's
+  // reader sleeps on, beside its ring's (which takes the originals over).
+  let borrowed = |fd| {
+    // SAFETY: the fixed descriptors the supervisor passed are open for the
+    // life of the process; only a copy is made here.
+    unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }.try_clone_to_owned().expect("a handed descriptor")
+  };
+  let (region_fd, reader_bell_fd) = (borrowed(REGION_FD), borrowed(FROM_HOST_DATA_FD));
+  // SAFETY: a host's standard input is its channel's socket, and its
+  // shared region and doorbells are at their fixed descriptors, as the
+  // supervisor passed them; nothing else in this process uses them.
+  let ring = unsafe { RingEnds::inherited(UnixStream::from_raw_fd(0)) };
+  let RingEnds { reader, writer } = ring.expect("the channel's shared ring");
+  let mut channel = &writer;
   // SAFETY: as the channel: the journal socket the supervisor passed at
   // its fixed descriptor.
   let mut journal = unsafe { UnixStream::from_raw_fd(dsh_protocol::frame::JOURNAL_FD) };
-  let mut reader = channel.try_clone().expect("the channel");
   let mut frame = Vec::new();
-  let mut next = move || match dsh_protocol::frame::read_frame(&mut reader, &mut frame) {
+  let mut next = move || match dsh_protocol::frame::read_frame(&mut &reader, &mut frame) {
     Ok(true) => ToHost::decode(&frame).ok(),
     _ => None,
   };
-  let send = |stream: &mut UnixStream, message: FromHost| {
+  let send = |stream: &mut dyn Write, message: FromHost| {
     let mut bytes = Vec::new();
     message.encode(&mut bytes);
     let _ = stream.write_all(&bytes);
@@ -113,12 +127,51 @@ fn hostile_host_fixture() {
   let bytes = |hex: &str| -> Vec<u8> {
     (0..hex.len()).step_by(2).map(|at| u8::from_str_radix(&hex[at..at + 2], 16).expect("hex")).collect()
   };
-  match hostile.strip_prefix("journal:") {
-    Some(hex) => {
+  match hostile.split_once(':') {
+    Some(("journal", hex)) => {
       let _ = journal.write_all(&bytes(hex));
       send(&mut channel, FromHost::JournalFull);
     }
-    None => {
+    Some(("ring", attack)) => {
+      let region = SharedRegion::map(&region_fd, REGION_BYTES).expect("the region");
+      let word = |at: usize| {
+        // SAFETY: `at` is one of the layout's 8-aligned words within the
+        // page-aligned region, which stays mapped until the process ends.
+        unsafe { &*region.base().as_ptr().add(at).cast::<std::sync::atomic::AtomicU64>() }
+      };
+      let release = std::sync::atomic::Ordering::Release;
+      match attack.split_once('=') {
+        // Its own index, then the bell its reader sleeps on.
+        Some(("head", value)) => {
+          word(layout::FROM_HOST + layout::HEAD).store(value.parse().expect("a head"), release);
+          Doorbell::from_fd(reader_bell_fd).expect("the bell").ring();
+        }
+        // The harness's next write (the heartbeat's) reads it.
+        Some(("tail", value)) => word(layout::TO_HOST + layout::TAIL).store(value.parse().expect("a tail"), release),
+        _ if attack == "socket" => {
+          // SAFETY: writes one byte from a live local to fd 0, the socket.
+          unsafe { libc::write(0, b"x".as_ptr().cast(), 1) };
+        }
+        _ if attack == "shrink" => {
+          for size in [0, (REGION_BYTES / 2) as libc::off_t] {
+            // SAFETY: ftruncate on a descriptor this process owns.
+            let shrunk = unsafe { libc::ftruncate(std::os::fd::AsRawFd::as_raw_fd(&region_fd), size) };
+            // A region that shrank would make the harness fault on its
+            // next read of the ring: the test process would die of it.
+            assert_eq!(shrunk, -1, "the region shrank to {size}");
+          }
+          send(&mut channel, FromHost::Ready { protections });
+        }
+        _ => panic!("an unknown attack on the ring: {attack}"),
+      }
+      // Reading on would write this side's index over what the attack
+      // wrote: wait for the channel's end on its socket alone.
+      let mut byte = 0u8;
+      // SAFETY: reads at most one byte into a live local from fd 0.
+      while unsafe { libc::read(0, std::ptr::from_mut(&mut byte).cast(), 1) } > 0 {}
+      end();
+    }
+    _ => {
       let _ = channel.write_all(&bytes(&hostile));
     }
   }
@@ -300,6 +353,40 @@ fn a_host_that_breaks_the_protocol_ends_its_runs_never_the_harness() {
       }),
       "unknown failure kind 99",
     ),
+  ];
+  for (name, hostile, why) in cases {
+    match run_against(name, &hostile) {
+      Completion::Failure { kind: FailureKind::WorkerExit, message } => {
+        let message = String::from_utf16_lossy(&message);
+        let expected = format!("the isolate host broke the channel's protocol ({why}) and was replaced");
+        assert_eq!(message, expected, "{name}");
+      }
+      other => panic!("{name}: {other:?}"),
+    }
+  }
+}
+
+#[test]
+fn a_host_that_tampers_with_the_shared_ring_ends_its_runs_never_the_harness() {
+  // Each: what the host does to the ring its Ready and the harness's Submit
+  // already crossed, and why the harness refuses it.
+  let ring = RING_DATA_BYTES as u64;
+  let not_written = "the shared ring: the writer's index is not within the ring";
+  let not_read = "the shared ring: the reader's index is not within the ring";
+  let cases: [(&str, String, &str); 6] = [
+    // Claims more bytes than the ring holds, or runs back past what the
+    // harness has read (its Ready, at least).
+    ("ring-head-past-the-ring", format!("ring:head={}", ring * 3), not_written),
+    ("ring-head-backwards", "ring:head=1".into(), not_written),
+    ("ring-head-at-the-end-of-numbers", format!("ring:head={}", u64::MAX), not_written),
+    // Claims to have read more than the harness wrote: found by the
+    // harness's next write (the heartbeat's), which shuts the channel.
+    ("ring-tail-past-what-was-written", format!("ring:tail={}", ring * 5), not_read),
+    // The socket beside the rings carries nothing.
+    ("ring-socket-bytes", "ring:socket".into(), "the shared ring: bytes on the socket, which carries none"),
+    // Its region's size is sealed: the attempt fails in the host (which
+    // asserts so), and the harness reads on (then refuses a second Ready).
+    ("ring-shrunk", "ring:shrink".into(), "ready twice"),
   ];
   for (name, hostile, why) in cases {
     match run_against(name, &hostile) {

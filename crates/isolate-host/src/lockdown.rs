@@ -84,13 +84,14 @@ pub fn seal(applied: &mut Protections) {
   }
 }
 
-/// Close every descriptor but the channel (0), stdio (1, 2) and the
-/// journal (`JOURNAL_FD`, the last the harness hands over), whatever the
+/// Close every descriptor but the channel's socket (0), stdio (1, 2), the
+/// journal (`JOURNAL_FD`) and the channel's shared region and doorbells
+/// (up to `LAST_HANDED_FD`, the last the harness hands over), whatever the
 /// process that started the host left open without `O_CLOEXEC`.
 fn close_inherited_descriptors() {
-  const FIRST_INHERITED: i32 = dsh_protocol::frame::JOURNAL_FD + 1;
+  const FIRST_INHERITED: i32 = dsh_protocol::ring::LAST_HANDED_FD + 1;
   // SAFETY: close_range closes descriptors this process owns; nothing in
-  // the host holds one above the journal yet (this runs first in main).
+  // the host holds one above those handed over yet (this runs first in main).
   let closed = unsafe { libc::syscall(libc::SYS_close_range, FIRST_INHERITED as u32, u32::MAX, 0u32) } == 0;
   if !closed {
     // Kernels before 5.9: one by one, up to the descriptor limit.

@@ -12,6 +12,7 @@ use tokio::sync::Notify;
 
 use dsh_protocol::config::spinning_helps;
 use dsh_protocol::frame::Answer;
+use dsh_protocol::inbox::Watching;
 
 use crate::budget;
 use crate::lock::lock;
@@ -49,7 +50,10 @@ pub struct Mailbox {
 /// and delivers them (`main.rs`, over `dsh_protocol::inbox`): a pump that
 /// spins for its reply reads it itself instead of waiting for the host's
 /// main thread to be woken for it.
-pub type TakeReplies = Box<dyn Fn() + Send + Sync>;
+/// It is called over and over while the pump spins, with the spin's
+/// [`Watching`], so that the host's main thread is not woken for the
+/// replies the pump takes.
+pub type TakeReplies = Box<dyn Fn(&mut Watching) + Send + Sync>;
 
 /// How long the pump spins for a reply before parking its thread. A reply
 /// to a quick binding crosses to the harness and back: two process hops
@@ -127,9 +131,10 @@ impl Mailbox {
       if spinning_helps() && self.spin_next.load(Ordering::Relaxed) {
         budget::uncharged(|| {
           let until = Instant::now() + SPIN_BEFORE_PARK;
+          let mut watching = Watching::default();
           while !self.pending.load(Ordering::Acquire) && Instant::now() < until {
             match self.take_replies.get() {
-              Some(take_replies) => take_replies(),
+              Some(take_replies) => take_replies(&mut watching),
               None => std::hint::spin_loop(),
             }
           }
@@ -210,7 +215,7 @@ mod tests {
     let read_cost = Duration::from_millis(20);
     let take_replies: Arc<TakeReplies> = {
       let (mailbox, reads) = (Arc::downgrade(&mailbox), reads.clone());
-      Arc::new(Box::new(move || {
+      Arc::new(Box::new(move |_: &mut Watching| {
         reads.fetch_add(1, Ordering::SeqCst);
         burn(read_cost);
         if let Some(mailbox) = mailbox.upgrade() {

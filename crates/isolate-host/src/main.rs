@@ -1,7 +1,8 @@
 //! `dsh-isolate-host`: one isolate-host process. The harness's addon
-//! starts it with the channel (a Unix socket) as its standard input,
-//! nothing in its environment and `/` as its working directory, and
-//! speaks `dsh_protocol::frame` over it: a `Configure` frame first, then
+//! starts it with the channel (a Unix socket as its standard input, and
+//! the shared rings beside it: `dsh_protocol::ring`), nothing in its
+//! environment and `/` as its working directory, and speaks
+//! `dsh_protocol::frame` over it: a `Configure` frame first, then
 //! submissions, aborts, replies and stats requests; the host answers with
 //! `Ready`, then each run's binding calls and result. Each run's start and
 //! log entries go to the journal (`JOURNAL_FD`), which nobody waits on.
@@ -16,7 +17,6 @@
 //! harness settles its runs as `worker-exit`), never a thread alone, which
 //! would leave a run that never settles.
 
-use std::io::Write;
 use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
@@ -33,24 +33,25 @@ use dsh_isolate_host::run::{Recorded, RunEvents, RunJob};
 use dsh_isolate_host::scheduler::{Scheduler, Submission};
 use dsh_protocol::failure::StopReason;
 use dsh_protocol::frame::{ExecutionCost, FromHost, HistoryEnd, Reply, RunSeed, ToHost, JOURNAL_FD};
-use dsh_protocol::inbox::{Inbox, Next};
+use dsh_protocol::inbox::{Inbox, Next, Watching};
 use dsh_protocol::ledger::{FailureKind, OutputLedger};
 use dsh_protocol::readings::Readings;
+use dsh_protocol::ring::{RingEnds, RingWriter};
 use dsh_protocol::socket::{self, send_now};
 
-/// The host's end of the channel, written by every thread that has
+/// The host's writing end of the channel, written by every thread that has
 /// something to say: each frame is one `write_all` under the lock, so
 /// frames never interleave. A write that fails means the harness is gone:
 /// the host ends.
 struct Channel {
-  stream: Mutex<UnixStream>,
+  ring: Mutex<RingWriter>,
 }
 
 impl Channel {
   fn send(&self, message: &FromHost) {
     let mut frame = Vec::new();
     message.encode(&mut frame);
-    if lock(&self.stream).write_all(&frame).is_err() {
+    if lock(&self.ring).write_all(&frame).is_err() {
       gone();
     }
   }
@@ -142,17 +143,22 @@ fn main() {
   let mut protections = lockdown::before_threads();
   die_with_parent();
 
-  // SAFETY: the harness starts this process with the channel, a Unix
-  // stream socket, as standard input, and nothing else owns fd 0.
-  let stream = unsafe { UnixStream::from_raw_fd(0) };
-  let Ok(write_half) = stream.try_clone() else { gone() };
-  let channel = Arc::new(Channel { stream: Mutex::new(write_half) });
+  // SAFETY: the harness starts this process with the channel's socket, a
+  // Unix stream socket, as standard input, and its shared region and
+  // doorbells at their fixed descriptors, which `before_threads` kept open;
+  // nothing else owns any of them.
+  let ring = unsafe { RingEnds::inherited(UnixStream::from_raw_fd(0)) };
+  let RingEnds { reader, writer } = ring.unwrap_or_else(|error| {
+    eprintln!("dsh-isolate-host: the channel's shared ring could not be set up: {error}");
+    std::process::exit(2);
+  });
+  let channel = Arc::new(Channel { ring: Mutex::new(writer) });
   // SAFETY: the harness starts this process with the journal, a Unix
   // stream socket, at JOURNAL_FD, which `before_threads` kept open and
   // nothing else owns.
   let journal = unsafe { UnixStream::from_raw_fd(JOURNAL_FD) };
   let journal = Journal { stream: Mutex::new(journal), channel: channel.clone() };
-  let inbox = Arc::new(Inbox::new(stream));
+  let inbox = Arc::new(Inbox::new(reader));
   let mut frame = Vec::new();
 
   let first = match inbox.next(&mut frame) {
@@ -180,8 +186,8 @@ fn main() {
     let channel = channel.clone();
     bridge.connect_host(Box::new(move |calls| channel.send(&FromHost::Calls(calls))));
     let (inbox, weak_bridge) = (inbox.clone(), Arc::downgrade(&bridge));
-    bridge.connect_replies(Box::new(move || {
-      inbox.try_take(ToHost::REPLIES_TAG, |frame| match (ToHost::decode(frame), weak_bridge.upgrade()) {
+    bridge.connect_replies(Box::new(move |watching: &mut Watching| {
+      watching.try_take(&inbox, ToHost::REPLIES_TAG, |frame| match (ToHost::decode(frame), weak_bridge.upgrade()) {
         (Ok(ToHost::Replies(replies)), Some(bridge)) => deliver_replies(&bridge, replies),
         (Ok(_), _) | (_, None) => {}
         (Err(_), _) => undecodable(),

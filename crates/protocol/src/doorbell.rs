@@ -88,6 +88,15 @@ impl Doorbell {
     }
   }
 
+  /// Whether the bell has rung since it was last cleared (clearing it).
+  #[cfg(test)]
+  pub(crate) fn rang(&self) -> bool {
+    let mut count = [0u8; 8];
+    // SAFETY: reads at most 8 bytes into a live local from a descriptor
+    // this doorbell owns (non-blocking).
+    unsafe { libc::read(self.fd.as_raw_fd(), count.as_mut_ptr().cast(), count.len()) == 8 }
+  }
+
   /// Block until the bell rings or `socket` has something to say (the
   /// other side hung up), then clear the bell. A ring from before the
   /// wait, not yet cleared, ends it at once: a sleeper that says it sleeps,

@@ -31,7 +31,7 @@
 
 use std::io::{self, Read};
 use std::os::unix::net::UnixStream;
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use crate::frame::MAX_FRAME_BYTES;
 use crate::ring::RingReader;
@@ -296,8 +296,18 @@ impl Inbox {
   /// A waiting thread: if the frame at the head of the stream is here
   /// whole, is tagged `tag` and is at most [`MAX_TAKEN_BYTES`], take it and
   /// hand its tag and fields to `handle` under the lock; else leave
-  /// everything as it is. Never blocks. Returns whether a frame was taken.
+  /// everything as it is (and, on a ring, wake its sleeping owner for what
+  /// is there: `RingReader::nudge`). Never blocks. Returns whether a frame
+  /// was taken. A thread that spins on this calls it through [`Watching`].
   pub fn try_take(&self, tag: u8, handle: impl FnOnce(&[u8])) -> bool {
+    let taken = self.take_if_there(tag, handle);
+    if let (false, Source::Ring(ring)) = (taken, &self.source) {
+      ring.nudge();
+    }
+    taken
+  }
+
+  fn take_if_there(&self, tag: u8, handle: impl FnOnce(&[u8])) -> bool {
     let mut reading = match self.reading.try_lock() {
       Ok(reading) => reading,
       Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
@@ -366,6 +376,38 @@ impl Inbox {
       }
     }
     true
+  }
+}
+
+/// The inboxes one waiting thread spins on, each watched (see
+/// `ring::RingReader`: its owner is not woken for what this thread takes)
+/// from the first time the spin looks at it until the spin ends, when this
+/// is dropped.
+#[derive(Default)]
+pub struct Watching {
+  inboxes: Vec<Arc<Inbox>>,
+}
+
+impl Watching {
+  /// [`Inbox::try_take`] on `inbox`, watched from now until the spin ends.
+  pub fn try_take(&mut self, inbox: &Arc<Inbox>, tag: u8, handle: impl FnOnce(&[u8])) -> bool {
+    if !self.inboxes.iter().any(|watched| Arc::ptr_eq(watched, inbox)) {
+      if let Source::Ring(ring) = &inbox.source {
+        ring.watch();
+      }
+      self.inboxes.push(inbox.clone());
+    }
+    inbox.try_take(tag, handle)
+  }
+}
+
+impl Drop for Watching {
+  fn drop(&mut self) {
+    for inbox in &self.inboxes {
+      if let Source::Ring(ring) = &inbox.source {
+        ring.unwatch();
+      }
+    }
   }
 }
 

@@ -27,6 +27,7 @@
 //! reader then checks as it checks any frame.
 
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -49,19 +50,29 @@ const RING_BYTES: usize = PAGE + RING_DATA_BYTES;
 /// The shared region: the ring to the host, then the ring from the host.
 pub const REGION_BYTES: usize = 2 * RING_BYTES;
 
-/// Where each ring starts in the region.
-const TO_HOST: usize = 0;
-const FROM_HOST: usize = RING_BYTES;
+/// The region's layout, which both sides (and a test's hostile host) map.
+pub mod layout {
+  use super::{PAGE, RING_BYTES};
 
-// Offsets in a ring's first page.
-/// Bytes ever written (the writer's).
-const HEAD: usize = 0;
-/// Bytes ever read (the reader's).
-const TAIL: usize = 64;
-/// Non-zero while the reader sleeps, or is about to (the reader's).
-const READER_ASLEEP: usize = 128;
-/// Non-zero while the writer waits for room (the writer's).
-const WRITER_ASLEEP: usize = 192;
+  /// Where each ring starts in the region.
+  pub const TO_HOST: usize = 0;
+  pub const FROM_HOST: usize = RING_BYTES;
+
+  // Offsets in a ring's first page, each word a little-endian integer
+  // written atomically.
+  /// Bytes ever written (the writer's), a u64.
+  pub const HEAD: usize = 0;
+  /// Bytes ever read (the reader's), a u64.
+  pub const TAIL: usize = 64;
+  /// Non-zero while the reader sleeps, or is about to (the reader's), a u32.
+  pub const READER_ASLEEP: usize = 128;
+  /// Non-zero while the writer waits for room (the writer's), a u32.
+  pub const WRITER_ASLEEP: usize = 192;
+  /// Where a ring's data starts.
+  pub const DATA: usize = PAGE;
+}
+
+use layout::{DATA, FROM_HOST, HEAD, READER_ASLEEP, TAIL, TO_HOST, WRITER_ASLEEP};
 
 const _: () = assert!(RING_DATA_BYTES.is_power_of_two() && RING_DATA_BYTES >= PAGE);
 
@@ -136,7 +147,7 @@ impl Ring {
     let position = (index as usize) & (RING_DATA_BYTES - 1);
     // SAFETY: `position` < RING_DATA_BYTES, and the data follows the first
     // page within the ring's RING_BYTES.
-    unsafe { self.start.as_ptr().add(PAGE + position) }
+    unsafe { self.start.as_ptr().add(DATA + position) }
   }
 
   /// Copy `len` bytes starting at stream index `from` out of the ring to
@@ -171,17 +182,20 @@ impl Ring {
   }
 
   /// After a sleeper woke: note whether the socket says the other side
-  /// has gone (its end is closed, or the socket failed).
-  fn look_at_socket(&self) {
+  /// has gone (its end is closed, or the socket failed). Bytes on it are
+  /// hostile: it carries none, and a socket left readable would wake every
+  /// sleep at once.
+  fn look_at_socket(&self) -> io::Result<()> {
     let mut byte = [0u8; 1];
     let gone = match crate::socket::peek_now(&self.socket, &mut byte) {
       Ok(0) => true,
-      Ok(_) => false,
+      Ok(_) => return Err(hostile("bytes on the socket, which carries none")),
       Err(error) => error.kind() != io::ErrorKind::WouldBlock,
     };
     if gone {
       self.gone.store(true, Ordering::Release);
     }
+    Ok(())
   }
 
   fn gone(&self) -> bool {
@@ -191,10 +205,10 @@ impl Ring {
   /// Sleep on `bell` (the caller said it sleeps and looked once more), then
   /// note whether the socket woke it because the other side has gone.
   fn sleep_on(&self, bell: &Doorbell) -> io::Result<()> {
-    if bell.wait(&self.socket)? == Woken::Socket {
-      self.look_at_socket();
+    match bell.wait(&self.socket)? {
+      Woken::Socket => self.look_at_socket(),
+      Woken::Rang => Ok(()),
     }
-    Ok(())
   }
 }
 
@@ -204,10 +218,27 @@ fn hostile(what: &str) -> io::Error {
 
 /// The reading end of one ring. One reader at a time: its callers
 /// serialize reads (an inbox's lock); a wait may overlap them.
+///
+/// **Watching.** The reading side has one owner, which reads every frame
+/// it is left (and sleeps in [`RingReader::wait`] when there is none), and
+/// may have waiting threads, which spin on the ring for one kind of frame
+/// and take it themselves (`inbox.rs`). While any of them is awake on the
+/// ring, the writer need not ring: the ring's READER_ASLEEP says "nobody
+/// here is watching", set by the last to stop. So a frame a spinning
+/// thread takes wakes nobody, and a frame it will not take wakes the
+/// sleeping owner through that thread ([`RingReader::nudge`]).
 pub struct RingReader {
   ring: Ring,
   /// Bytes read: this end's own count, which the shared TAIL only mirrors.
   tail: AtomicU64,
+  /// Threads of this side awake on the ring: the owner unless it sleeps,
+  /// and each waiting thread while it spins.
+  watching: AtomicU32,
+  /// The owner sleeps (or is about to), so only a ring wakes it.
+  owner_asleep: AtomicBool,
+  /// The writer's HEAD when a waiting thread last woke the owner for bytes
+  /// it would not take (once per new bytes, not once per spin).
+  nudged_at: AtomicU64,
 }
 
 impl RingReader {
@@ -286,20 +317,57 @@ impl RingReader {
     }
   }
 
-  /// Block until bytes are there to read or the writer has gone (then
-  /// `read_now` says which). Says it sleeps first, then looks once more:
-  /// a writer that published after the look rings the bell.
+  /// The owner: block until bytes are there to read or the writer has
+  /// gone (then `read_now` says which). It stops watching first, then looks
+  /// once more: a writer that published after the look rings the bell (or
+  /// a waiting thread still watching wakes it, see [`RingReader::nudge`]).
   pub fn wait(&self) -> io::Result<()> {
-    let asleep = self.ring.word32(READER_ASLEEP);
-    asleep.store(1, Ordering::Relaxed);
-    fence(Ordering::SeqCst);
+    self.owner_asleep.store(true, Ordering::SeqCst);
+    self.unwatch();
     let woken = match self.unread() {
       Ok(0) if !self.ring.gone() => self.ring.sleep_on(&self.ring.data),
       Ok(_) => Ok(()),
       Err(error) => Err(error),
     };
-    asleep.store(0, Ordering::Relaxed);
+    self.watch();
+    self.owner_asleep.store(false, Ordering::SeqCst);
     woken
+  }
+
+  /// A waiting thread starts to spin on the ring (see the type's doc);
+  /// [`RingReader::unwatch`] when it stops.
+  pub fn watch(&self) {
+    self.watching.fetch_add(1, Ordering::SeqCst);
+    self.ring.word32(READER_ASLEEP).store(0, Ordering::SeqCst);
+  }
+
+  /// A thread stops watching. The last to stop says nobody watches, then
+  /// looks once more: bytes a writer published before it could see that
+  /// (and so rang nobody for) wake the owner.
+  pub fn unwatch(&self) {
+    if self.watching.fetch_sub(1, Ordering::SeqCst) != 1 {
+      return;
+    }
+    self.ring.word32(READER_ASLEEP).store(1, Ordering::Relaxed);
+    // Ordered before the look at HEAD (the writer stores HEAD, then loads
+    // the flag): one of the two sees the other.
+    fence(Ordering::SeqCst);
+    if !matches!(self.unread(), Ok(0)) {
+      self.ring.data.ring();
+    }
+  }
+
+  /// A waiting thread found bytes at the head that it will not take: if
+  /// the owner sleeps, wake it for them (once per new bytes: a spin that
+  /// keeps finding them rings once).
+  pub fn nudge(&self) {
+    if !self.owner_asleep.load(Ordering::SeqCst) {
+      return;
+    }
+    let head = self.ring.word64(HEAD).load(Ordering::Acquire);
+    if head != self.tail.load(Ordering::Relaxed) && self.nudged_at.swap(head, Ordering::Relaxed) != head {
+      self.ring.data.ring();
+    }
   }
 }
 
@@ -391,6 +459,43 @@ impl RingWriter {
   }
 }
 
+impl RingWriter {
+  /// End the channel both ways (its socket): the other side's sleepers
+  /// wake and find it gone, and so do this side's.
+  pub fn shut_down(&self) {
+    let _ = self.ring.socket.shutdown(std::net::Shutdown::Both);
+    self.ring.gone.store(true, Ordering::Release);
+  }
+}
+
+/// Reads that wait, as a blocking socket's (`frame::read_frame`).
+impl io::Read for &RingReader {
+  fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+      match self.read_now(buf, false) {
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock => self.wait()?,
+        result => return result,
+      }
+    }
+  }
+}
+
+/// Writes that wait for room, as a blocking socket's.
+impl io::Write for &RingWriter {
+  fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+    loop {
+      match self.write_now(bytes) {
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock => self.wait()?,
+        result => return result,
+      }
+    }
+  }
+
+  fn flush(&mut self) -> io::Result<()> {
+    Ok(())
+  }
+}
+
 /// One side's two ends of the shared channel.
 pub struct RingEnds {
   pub reader: RingReader,
@@ -431,16 +536,97 @@ impl RingEnds {
     };
     // A region serves one channel from its start: every index is 0.
     Ok(RingEnds {
-      reader: RingReader { ring: incoming, tail: AtomicU64::new(0) },
+      reader: RingReader {
+        ring: incoming,
+        tail: AtomicU64::new(0),
+        watching: AtomicU32::new(1),
+        owner_asleep: AtomicBool::new(false),
+        nudged_at: AtomicU64::new(u64::MAX),
+      },
       writer: RingWriter { ring: outgoing, head: AtomicU64::new(0), tail_seen: AtomicU64::new(0) },
     })
+  }
+}
+
+/// What the harness hands a host for its ends of a shared channel: the
+/// region and the doorbells, each to be placed at its fixed descriptor.
+pub struct Handed {
+  region: OwnedFd,
+  bells: Doorbells,
+}
+
+impl Handed {
+  /// Each descriptor and the number the host finds it at.
+  pub fn placements(&self) -> [(RawFd, RawFd); 5] {
+    [
+      (self.region.as_raw_fd(), REGION_FD),
+      (self.bells.to_host_data.fd().as_raw_fd(), TO_HOST_DATA_FD),
+      (self.bells.to_host_room.fd().as_raw_fd(), TO_HOST_ROOM_FD),
+      (self.bells.from_host_data.fd().as_raw_fd(), FROM_HOST_DATA_FD),
+      (self.bells.from_host_room.fd().as_raw_fd(), FROM_HOST_ROOM_FD),
+    ]
+  }
+}
+
+impl Doorbells {
+  fn new() -> io::Result<Doorbells> {
+    Ok(Doorbells {
+      to_host_data: Doorbell::new()?,
+      to_host_room: Doorbell::new()?,
+      from_host_data: Doorbell::new()?,
+      from_host_room: Doorbell::new()?,
+    })
+  }
+
+  /// The same bells through new descriptors (for the other side).
+  fn copies(&self) -> io::Result<Doorbells> {
+    let copy = |bell: &Doorbell| Doorbell::from_fd(bell.fd().try_clone()?);
+    Ok(Doorbells {
+      to_host_data: copy(&self.to_host_data)?,
+      to_host_room: copy(&self.to_host_room)?,
+      from_host_data: copy(&self.from_host_data)?,
+      from_host_room: copy(&self.from_host_room)?,
+    })
+  }
+}
+
+impl RingEnds {
+  /// The harness: a new shared channel beside `socket` (the harness's end
+  /// of the channel's socket pair), its ends here, and what to hand the
+  /// host (closed on exec here: the host gets them at their fixed numbers).
+  pub fn create(socket: UnixStream) -> io::Result<(RingEnds, Handed)> {
+    let (region, fd) = SharedRegion::create(REGION_BYTES)?;
+    let bells = Doorbells::new()?;
+    let handed = Handed { region: fd, bells: bells.copies()? };
+    Ok((RingEnds::new(Side::Harness, Arc::new(region), bells, socket)?, handed))
+  }
+
+  /// A host: its ends of the shared channel the harness handed it at the
+  /// fixed descriptors, beside `socket` (the host's end of the channel's
+  /// socket pair).
+  ///
+  /// # Safety
+  /// The descriptors from [`REGION_FD`] to [`LAST_HANDED_FD`] must be the
+  /// ones the harness handed over, owned by nothing else in this process:
+  /// they are taken over here.
+  pub unsafe fn inherited(socket: UnixStream) -> io::Result<RingEnds> {
+    // SAFETY: the caller's promise: each fixed descriptor is open and
+    // owned by nothing else; it is taken over exactly once.
+    let take = |fd: RawFd| unsafe { OwnedFd::from_raw_fd(fd) };
+    let region = SharedRegion::map(&take(REGION_FD), REGION_BYTES)?;
+    let bells = Doorbells {
+      to_host_data: Doorbell::from_fd(take(TO_HOST_DATA_FD))?,
+      to_host_room: Doorbell::from_fd(take(TO_HOST_ROOM_FD))?,
+      from_host_data: Doorbell::from_fd(take(FROM_HOST_DATA_FD))?,
+      from_host_room: Doorbell::from_fd(take(FROM_HOST_ROOM_FD))?,
+    };
+    RingEnds::new(Side::Host, Arc::new(region), bells, socket)
   }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
   use super::*;
-  use std::os::fd::OwnedFd;
 
   /// Both sides' ends over two mappings of one region (as the harness and a
   /// host map it), with the doorbells' descriptors shared as a host
@@ -448,19 +634,8 @@ pub(crate) mod tests {
   pub(crate) fn channel() -> (RingEnds, RingEnds, OwnedFd) {
     let (harness_region, fd) = SharedRegion::create(REGION_BYTES).unwrap();
     let host_region = SharedRegion::map(&fd, REGION_BYTES).unwrap();
-    let bells = Doorbells {
-      to_host_data: Doorbell::new().unwrap(),
-      to_host_room: Doorbell::new().unwrap(),
-      from_host_data: Doorbell::new().unwrap(),
-      from_host_room: Doorbell::new().unwrap(),
-    };
-    let copy = |bell: &Doorbell| Doorbell::from_fd(bell.fd().try_clone().unwrap()).unwrap();
-    let host_bells = Doorbells {
-      to_host_data: copy(&bells.to_host_data),
-      to_host_room: copy(&bells.to_host_room),
-      from_host_data: copy(&bells.from_host_data),
-      from_host_room: copy(&bells.from_host_room),
-    };
+    let bells = Doorbells::new().unwrap();
+    let host_bells = bells.copies().unwrap();
     let (harness_socket, host_socket) = UnixStream::pair().unwrap();
     let harness = RingEnds::new(Side::Harness, Arc::new(harness_region), bells, harness_socket).unwrap();
     let host = RingEnds::new(Side::Host, Arc::new(host_region), host_bells, host_socket).unwrap();
@@ -622,5 +797,105 @@ pub(crate) mod tests {
     host.writer.ring.copy_in(0, b"NO!!");
     assert_eq!(&first, b"ok??", "the copy already taken is the reader's");
     assert_eq!(read_exactly(&harness.reader, 4), b"NO!!");
+  }
+
+  #[test]
+  fn bytes_on_the_socket_are_hostile() {
+    let (harness, host, _fd) = channel();
+    use std::io::Write;
+    (&*host.writer.ring.socket).write_all(b"x").unwrap();
+    assert_eq!(harness.reader.wait().unwrap_err().kind(), io::ErrorKind::InvalidData);
+  }
+
+  #[test]
+  fn a_shut_down_ends_the_channel_for_both_sides() {
+    let (harness, host, _fd) = channel();
+    harness.writer.shut_down();
+    let mut byte = [0u8; 1];
+    host.reader.wait().unwrap();
+    assert_eq!(host.reader.read_now(&mut byte, false).unwrap(), 0);
+    assert_eq!(host.writer.write_now(b"x").unwrap_err().kind(), io::ErrorKind::BrokenPipe);
+    assert_eq!(harness.writer.write_now(b"x").unwrap_err().kind(), io::ErrorKind::BrokenPipe);
+    assert_eq!(harness.reader.read_now(&mut byte, false).unwrap(), 0);
+  }
+
+  #[test]
+  fn frames_cross_through_std_reads_and_writes() {
+    use crate::frame::{read_frame, FromHost};
+    let (harness, host, _fd) = channel();
+    let messages = [FromHost::Started { run_id: 7 }, FromHost::Log { run_id: 7, text: vec![120; RING_DATA_BYTES] }];
+    std::thread::scope(|scope| {
+      let writer = &host.writer;
+      let messages = &messages;
+      scope.spawn(move || {
+        for message in messages {
+          let mut bytes = Vec::new();
+          message.encode(&mut bytes);
+          io::Write::write_all(&mut &*writer, &bytes).unwrap();
+        }
+      });
+      let mut frame = Vec::new();
+      for message in messages {
+        assert!(read_frame(&mut &harness.reader, &mut frame).unwrap());
+        assert_eq!(FromHost::decode(&frame).unwrap(), *message);
+      }
+    });
+  }
+
+  #[test]
+  fn bytes_a_watching_thread_takes_wake_nobody_and_bytes_it_leaves_wake_the_owner() {
+    let (harness, host, _fd) = channel();
+    let reader = &harness.reader;
+    let rang = || reader.ring.data.rang();
+    // Nobody watches but the owner, awake: a write rings nobody.
+    host.writer.write_all(b"a").unwrap();
+    assert!(!rang());
+    assert_eq!(read_exactly(reader, 1), b"a");
+    // A waiting thread starts to spin; the owner goes to sleep (wait()'s
+    // first steps, without the sleep itself).
+    reader.watch();
+    reader.owner_asleep.store(true, Ordering::SeqCst);
+    reader.unwatch();
+    // What the spinning thread takes rings nobody.
+    host.writer.write_all(b"b").unwrap();
+    assert!(!rang(), "a write rang the bell while a thread watched");
+    let mut byte = [0u8; 1];
+    assert_eq!(reader.read_now(&mut byte, false).unwrap(), 1);
+    // What it will not take wakes the owner, once however often it looks.
+    host.writer.write_all(b"c").unwrap();
+    assert!(!rang());
+    reader.nudge();
+    reader.nudge();
+    assert!(rang());
+    assert!(!rang());
+    // New bytes it leaves wake the owner again.
+    host.writer.write_all(b"d").unwrap();
+    reader.nudge();
+    assert!(rang());
+    // The spin ends with bytes unread: the owner is woken for them, and
+    // from now on every write rings.
+    reader.unwatch();
+    assert!(rang());
+    assert_eq!(read_exactly(reader, 2), b"cd");
+    host.writer.write_all(b"e").unwrap();
+    assert!(rang());
+  }
+
+  #[test]
+  fn a_sleeping_owner_is_woken_for_bytes_that_came_while_a_spin_ended() {
+    let (harness, host, _fd) = channel();
+    std::thread::scope(|scope| {
+      let reader = &harness.reader;
+      reader.watch();
+      // The owner sleeps while the spin watches; a write rings nobody;
+      // the spin's end finds the bytes and wakes the owner.
+      let owner = scope.spawn(move || read_exactly(reader, 1));
+      while !reader.owner_asleep.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+      }
+      host.writer.write_all(b"z").unwrap();
+      reader.unwatch();
+      assert_eq!(owner.join().unwrap(), b"z");
+    });
   }
 }
