@@ -131,13 +131,21 @@ describe('a locked-down host, seen from outside', () => {
       // The journal (dsh_protocol::frame::JOURNAL_FD): one other socket.
       const journal = targets.filter(([, target]) => target !== channel && /^socket:\[\d+\]$/.test(target))
       expect(journal.map(([fd]) => fd)).toEqual(['3'])
+      // The channel's four doorbells (dsh_protocol::ring): eventfds, at the
+      // numbers the harness handed them at.
+      const doorbells = targets.filter(([, target]) => target === 'anon_inode:[eventfd]')
+      expect(doorbells).toHaveLength(4)
       for (const [fd, target] of targets) {
         if (fd === '1') expect(target).toBe('/dev/null')
         else if (fd === '2') expect(target).toMatch(/^pipe:\[\d+\]$/)
-        else if (fd === '3') continue
-        // The channel, and the host's second handle on it (its writers').
+        else if (fd === '3' || target === 'anon_inode:[eventfd]') continue
         else expect({ fd, target }).toEqual({ fd, target: channel })
       }
+      // The channel's shared region is mapped, its descriptor closed once
+      // mapped: one mapping of it, and no descriptor holds it.
+      const maps = readFileSync(`/proc/${pid}/maps`, 'utf8').split('\n')
+      expect(maps.filter((line) => line.includes('/memfd:dsh-channel'))).toHaveLength(1)
+      expect(targets.filter(([, target]) => target.includes('memfd:'))).toEqual([])
     }
   })
 

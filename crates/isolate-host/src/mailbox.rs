@@ -67,12 +67,11 @@ pub type TakeReplies = Box<dyn Fn(&mut Watching) + Send + Sync>;
 /// (`Mailbox::spin_next`): a run calling a quick binding over and over,
 /// whose reply the harness's lingering main thread sends back at once. A
 /// run's first call, or one after a slow reply, parks at once. A spin that
-/// cannot be answered does worse than cost its CPU: the harness's reader
-/// thread, woken by the calls' frame, is queued on the CPU of the thread
-/// that wrote it (a Unix socket's wake-up is a sync one), so the spin
-/// holds up the very reply it waits for. Measured on Code Mode shaped
-/// runs (5 tool calls each): the channel polls of spinning pumps fell from
-/// ~500 to ~170 a run, and the hosts' CPU by ~1 ms a run.
+/// cannot be answered soon does worse than cost its CPU: it holds a CPU the
+/// other side of the round trip needs (the harness's reader and main
+/// threads, on a machine of two). Measured on Code Mode shaped runs (5
+/// tool calls each): the channel polls of spinning pumps fell from ~500 to
+/// ~170 a run, and the hosts' CPU by ~1 ms a run.
 const SPIN_BEFORE_PARK: Duration = Duration::from_micros(200);
 
 impl Mailbox {

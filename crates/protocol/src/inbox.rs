@@ -10,7 +10,11 @@
 //! run's thread spins for its replies, the harness's main thread lingers for
 //! the next call. [`Inbox::try_take`] lets such a thread take the frame
 //! itself, when it is at the head of the stream, whole and small, and of the
-//! kind it waits for; everything else stays for the owner.
+//! kind it waits for; everything else stays for the owner. On the channel's
+//! ring (`ring.rs`) such a thread also watches, through [`Watching`], so
+//! that the other side does not ring the sleeping owner for what it takes.
+//! The stream is the channel's ring, or a socket (a host's journal, which
+//! nobody waits on: [`Inbox::next_ready`]).
 //!
 //! Order is kept: a frame is read and handled under one lock, by whoever
 //! holds it, so frames are handled in the order they were sent. The owner
@@ -20,7 +24,7 @@
 //! The owner reads in large chunks (a flood of small frames costs one read
 //! per chunk, not one per frame) and keeps what it read past a frame in
 //! the inbox, where a waiting thread looks first; a waiting thread reads
-//! from the socket only when that is empty, and then exactly one frame. So
+//! from the stream only when that is empty, and then exactly one frame. So
 //! whoever holds the lock next finds the next frame at the head of what
 //! the owner kept, or of the stream.
 //!
@@ -138,7 +142,7 @@ impl Buffered {
     &self.bytes[self.start..self.end]
   }
 
-  /// Keep `bytes` (read off the socket by a waiting thread, which found the
+  /// Keep `bytes` (read off the stream by a waiting thread, which found the
   /// owner's bytes empty) as the head of the unhandled bytes.
   fn keep(&mut self, bytes: &[u8]) {
     let room = self.room();
@@ -253,7 +257,7 @@ impl Inbox {
           return Ok(Next::Frame(InboxGuard { _reading: reading }));
         }
       }
-      // Nothing whole here: read what the socket has, without waiting.
+      // Nothing whole here: read what the stream has, without waiting.
       let read = self.source.read_now(reading.room(), false);
       reading.end += *read.as_ref().unwrap_or(&0);
       match read {
@@ -263,7 +267,7 @@ impl Inbox {
         Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
         Err(error) => return Err(error),
       }
-      // Nothing to read: wait for the socket, outside the lock (a waiting
+      // Nothing to read: wait for the stream, outside the lock (a waiting
       // thread may take what wakes this one; then this waits again).
       drop(reading);
       self.source.wait()?;
@@ -354,7 +358,7 @@ impl Inbox {
     taken
   }
 
-  /// Read off the socket the frame just peeked (all of it is there, so
+  /// Read off the stream the frame just peeked (all of it is there, so
   /// non-blocking reads return it whole). Should a read stop short, what it
   /// took is kept at the head of the owner's bytes, where the stream goes
   /// on: the stream never loses its place.

@@ -898,4 +898,60 @@ pub(crate) mod tests {
       assert_eq!(owner.join().unwrap(), b"z");
     });
   }
+
+  /// A hostile peer writing random indices and bytes into its words and
+  /// its data, between every read and write of this side: each call answers
+  /// with at most what was asked and a ring's length, or refuses, and this
+  /// side's own count only moves as far as what it was handed.
+  #[test]
+  fn random_indices_and_bytes_from_the_other_side_are_bounded_or_refused() {
+    let (harness, host, _fd) = channel();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+      state ^= state << 13;
+      state ^= state >> 7;
+      state ^= state << 17;
+      state
+    };
+    let (their_head, their_tail) = hostile_host_words(&host);
+    let mut buf = vec![0u8; 2 * RING_DATA_BYTES];
+    let mut grown = Vec::new();
+    for _ in 0..20_000 {
+      let pick = next();
+      let near = harness.reader.tail.load(Ordering::Relaxed);
+      // Values near this side's own counts (where the checks' edges are)
+      // as often as anywhere.
+      let value = match pick % 4 {
+        0 => next(),
+        1 => near.wrapping_add(next() % (3 * RING_DATA_BYTES as u64)),
+        2 => near.wrapping_sub(next() % 64),
+        _ => harness.writer.head.load(Ordering::Relaxed).wrapping_sub(next() % (2 * RING_DATA_BYTES as u64)),
+      };
+      match (pick >> 8) % 3 {
+        0 => their_head.store(value, Ordering::Release),
+        1 => their_tail.store(value, Ordering::Release),
+        _ => host.writer.ring.copy_in(next(), &next().to_le_bytes()),
+      }
+      let want = (next() % (2 * RING_DATA_BYTES as u64)) as usize;
+      let before = harness.reader.tail.load(Ordering::Relaxed);
+      let result = match (pick >> 16) % 4 {
+        0 => harness.reader.read_now(&mut buf[..want], false),
+        1 => harness.reader.read_now(&mut buf[..want], true),
+        2 => {
+          grown.clear();
+          harness.reader.read_to_vec(&mut grown, want)
+        }
+        _ => harness.writer.write_now(&buf[..want]),
+      };
+      match result {
+        Ok(count) => assert!(count <= want.min(RING_DATA_BYTES), "{count} bytes for {want} asked"),
+        Err(error) => {
+          assert!(matches!(error.kind(), io::ErrorKind::InvalidData | io::ErrorKind::WouldBlock), "{error}")
+        }
+      }
+      let moved = harness.reader.tail.load(Ordering::Relaxed).wrapping_sub(before);
+      assert!(moved <= RING_DATA_BYTES as u64, "the reader's count moved by {moved}");
+      assert!(grown.capacity() <= 2 * RING_DATA_BYTES.max(want), "{} bytes reserved", grown.capacity());
+    }
+  }
 }

@@ -1,8 +1,8 @@
 //! Socket calls both rooms make that std has no safe form of: a send that
 //! never waits (and never raises SIGPIPE), for writers that must not block
-//! (the harness's main thread; a host's run writing its journal), and the
-//! wait for a socket to be ready (an inbox's owner for bytes, a journal's
-//! writer for room), and reads that never wait.
+//! (a host's run writing its journal), the wait for a socket to be ready
+//! (an inbox's owner for bytes, a journal's writer for room), and reads
+//! that never wait (an inbox's, and a ring's look at the socket beside it).
 
 use std::io;
 use std::os::fd::AsRawFd;
