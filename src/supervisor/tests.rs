@@ -275,6 +275,21 @@ fn no_strings() -> BindingCall {
   }
 }
 
+/// Run one program against each hostile host: its run fails `worker-exit`,
+/// saying the host broke the protocol and why.
+fn each_is_refused(cases: &[(&str, String, &str)]) {
+  for (name, hostile, why) in cases {
+    match run_against(name, hostile) {
+      Completion::Failure { kind: FailureKind::WorkerExit, message } => {
+        let message = String::from_utf16_lossy(&message);
+        let expected = format!("the isolate host broke the channel's protocol ({why}) and was replaced");
+        assert_eq!(message, expected, "{name}");
+      }
+      other => panic!("{name}: {other:?}"),
+    }
+  }
+}
+
 #[test]
 fn a_host_that_breaks_the_protocol_ends_its_runs_never_the_harness() {
   // Each: a frame that must not decode, or a message the host has no
@@ -354,16 +369,7 @@ fn a_host_that_breaks_the_protocol_ends_its_runs_never_the_harness() {
       "unknown failure kind 99",
     ),
   ];
-  for (name, hostile, why) in cases {
-    match run_against(name, &hostile) {
-      Completion::Failure { kind: FailureKind::WorkerExit, message } => {
-        let message = String::from_utf16_lossy(&message);
-        let expected = format!("the isolate host broke the channel's protocol ({why}) and was replaced");
-        assert_eq!(message, expected, "{name}");
-      }
-      other => panic!("{name}: {other:?}"),
-    }
-  }
+  each_is_refused(&cases);
 }
 
 #[test]
@@ -388,16 +394,7 @@ fn a_host_that_tampers_with_the_shared_ring_ends_its_runs_never_the_harness() {
     // asserts so), and the harness reads on (then refuses a second Ready).
     ("ring-shrunk", "ring:shrink".into(), "ready twice"),
   ];
-  for (name, hostile, why) in cases {
-    match run_against(name, &hostile) {
-      Completion::Failure { kind: FailureKind::WorkerExit, message } => {
-        let message = String::from_utf16_lossy(&message);
-        let expected = format!("the isolate host broke the channel's protocol ({why}) and was replaced");
-        assert_eq!(message, expected, "{name}");
-      }
-      other => panic!("{name}: {other:?}"),
-    }
-  }
+  each_is_refused(&cases);
 }
 
 #[test]
