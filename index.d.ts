@@ -96,6 +96,21 @@ export declare const BINDING_CALL_IDS: number
 export declare function configKeys(): Array<NativeConfigKey>
 
 /**
+ * A host's journal's descriptor (`dsh_protocol::frame::JOURNAL_FD`);
+ * then the channel's shared region's, which the host closes once it has
+ * mapped it, and its doorbells' ends, up to the last descriptor a host is
+ * handed (`dsh_protocol::ring`). For a look at a host from outside
+ * (lockdown.test); the TypeScript layer reads none of them.
+ */
+export declare const HOST_JOURNAL_FD: number
+
+/** See [`HOST_JOURNAL_FD`]. */
+export declare const HOST_LAST_HANDED_FD: number
+
+/** See [`HOST_JOURNAL_FD`]. */
+export declare const HOST_REGION_FD: number
+
+/**
  * The runtime's configuration (`V8CodeRuntimeConfig`): every key is a
  * row of the table in `src/config_keys.rs`, which holds its default
  * and bounds (the README's configuration table lists them). Counts

@@ -773,12 +773,15 @@ if (
   }
 }
 
-const { NativeLogs, NativeRuntime, ARGUMENTS_NOT_LOSSLESS, BINDING_CALL_IDS, configKeys, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT, RESOLUTION_NOT_LOSSLESS } = nativeBinding
+const { NativeLogs, NativeRuntime, ARGUMENTS_NOT_LOSSLESS, BINDING_CALL_IDS, configKeys, HOST_JOURNAL_FD, HOST_LAST_HANDED_FD, HOST_REGION_FD, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT, RESOLUTION_NOT_LOSSLESS } = nativeBinding
 export { NativeLogs }
 export { NativeRuntime }
 export { ARGUMENTS_NOT_LOSSLESS }
 export { BINDING_CALL_IDS }
 export { configKeys }
+export { HOST_JOURNAL_FD }
+export { HOST_LAST_HANDED_FD }
+export { HOST_REGION_FD }
 export { REPLY_IDS }
 export { REPLY_JSON }
 export { REPLY_REJECT }

@@ -21,7 +21,27 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use dsh_protocol::frame::JOURNAL_FD;
 use dsh_protocol::lock::lock;
-use dsh_protocol::ring::{RingEnds, RingWriter, LAST_HANDED_FD};
+use dsh_protocol::ring::{RingEnds, RingWriter, HANDED_FDS, LAST_HANDED_FD};
+use napi_derive::napi;
+
+/// A host's journal's descriptor (`dsh_protocol::frame::JOURNAL_FD`);
+/// then the channel's shared region's, which the host closes once it has
+/// mapped it, and its doorbells' ends, up to the last descriptor a host is
+/// handed (`dsh_protocol::ring`). For a look at a host from outside
+/// (lockdown.test); the TypeScript layer reads none of them.
+#[napi]
+#[cfg_attr(test, allow(dead_code))]
+pub const HOST_JOURNAL_FD: u32 = JOURNAL_FD as u32;
+
+/// See [`HOST_JOURNAL_FD`].
+#[napi]
+#[cfg_attr(test, allow(dead_code))]
+pub const HOST_REGION_FD: u32 = dsh_protocol::ring::REGION_FD as u32;
+
+/// See [`HOST_JOURNAL_FD`].
+#[napi]
+#[cfg_attr(test, allow(dead_code))]
+pub const HOST_LAST_HANDED_FD: u32 = LAST_HANDED_FD as u32;
 
 /// The host executable's file name (package.json's `napi.isolateHost`, via
 /// build.rs); it ships beside the addon's `.node` file (in the platform
@@ -73,7 +93,7 @@ pub fn spawn(executable: &PathBuf) -> Result<Spawned, String> {
     RingEnds::create(socket).map_err(|error| format!("no shared channel for the isolate host: {error}"))?;
   let (journal, host_journal) =
     UnixStream::pair().map_err(|error| format!("no journal for the isolate host: {error}"))?;
-  let mut placements = [(host_journal.as_raw_fd(), JOURNAL_FD); 6];
+  let mut placements = [(host_journal.as_raw_fd(), JOURNAL_FD); 1 + HANDED_FDS];
   placements[1..].copy_from_slice(&handed.placements());
   let mut command = Command::new(executable);
   command
@@ -92,7 +112,7 @@ pub fn spawn(executable: &PathBuf) -> Result<Spawned, String> {
       // Each first above every fixed number (closed on exec), so that no
       // placement overwrites a descriptor still to be placed; then at its
       // number, where dup2 leaves it open across exec.
-      let mut above = [0; 6];
+      let mut above = [0; 1 + HANDED_FDS];
       for (at, (fd, _)) in placements.iter().enumerate() {
         above[at] = libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, LAST_HANDED_FD + 1);
         if above[at] == -1 {

@@ -52,6 +52,9 @@ export const {
   REPLY_TEXT,
   ARGUMENTS_NOT_LOSSLESS,
   RESOLUTION_NOT_LOSSLESS,
+  HOST_JOURNAL_FD,
+  HOST_REGION_FD,
+  HOST_LAST_HANDED_FD,
 } = await load()
 export type NativeRuntime = Loader.NativeRuntime
 export type { NativeConfig, NativeConfigKey, NativeLogs, NativeRunReport, NativeRunResult, NativeStats } from '../index.js'

@@ -264,7 +264,7 @@ pub(super) fn read_host(supervisor: &Weak<Supervisor>, host: &Arc<Host>) {
       // Ended by the harness itself when writing found the ring broken.
       Ok(Next::Ended) => break host.link.violation(),
       Err(error) if error.kind() == std::io::ErrorKind::InvalidData => break Some(error.to_string()),
-      Err(_) => break None,
+      Err(_) => break host.link.violation(),
     };
     let Some(supervisor) = supervisor.upgrade() else { break None };
     // What the host wrote to its journal before this frame comes first.

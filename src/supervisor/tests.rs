@@ -90,6 +90,7 @@ fn hostile_host_fixture() {
     unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }.try_clone_to_owned().expect("a handed descriptor")
   };
   let (region_fd, reader_bell_fd) = (borrowed(REGION_FD), borrowed(FROM_HOST_DATA_FD));
+  let reader_bell_wait_fd = borrowed(FROM_HOST_DATA_FD + 1);
   // SAFETY: a host's standard input is its channel's socket, and its
   // shared region and doorbells are at their fixed descriptors, as the
   // supervisor passed them; nothing else in this process uses them.
@@ -144,13 +145,41 @@ fn hostile_host_fixture() {
         // Its own index, then the bell its reader sleeps on.
         Some(("head", value)) => {
           word(layout::FROM_HOST + layout::HEAD).store(value.parse().expect("a head"), release);
-          Doorbell::from_fd(reader_bell_fd).expect("the bell").ring();
+          Doorbell::from_ends(reader_bell_fd, reader_bell_wait_fd).ring();
         }
         // The harness's next write (the heartbeat's) reads it.
         Some(("tail", value)) => word(layout::TO_HOST + layout::TAIL).store(value.parse().expect("a tail"), release),
+        // Bytes, out-of-band ones too, on the socket that carries none;
+        // then a frame the harness refuses, which it reads only if they
+        // neither stopped nor spun its reader.
         _ if attack == "socket" => {
-          // SAFETY: writes one byte from a live local to fd 0, the socket.
-          unsafe { libc::write(0, b"x".as_ptr().cast(), 1) };
+          for flags in [0, libc::MSG_OOB] {
+            // SAFETY: sends one byte of a live local on fd 0, the socket.
+            unsafe { libc::send(0, b"x".as_ptr().cast(), 1, flags) };
+          }
+          send(&mut channel, FromHost::Ready { protections });
+        }
+        // Every doorbell made blocking (the flag its copies share) and
+        // full, and this side asleep, so the harness rings: its next
+        // write (the heartbeat's) must neither block nor fail; then a
+        // frame it refuses.
+        _ if attack == "bells-blocking" => {
+          for fd in REGION_FD + 1..=dsh_protocol::ring::LAST_HANDED_FD {
+            // SAFETY: fcntl and sends on descriptors this process holds.
+            unsafe {
+              libc::fcntl(fd, libc::F_SETFL, 0);
+              while libc::send(fd, b"x".as_ptr().cast(), 1, libc::MSG_DONTWAIT) > 0 {}
+            }
+          }
+          let asleep = word(layout::TO_HOST + layout::READER_ASLEEP);
+          asleep.store(1, release);
+          let _ = next();
+          send(&mut channel, FromHost::Ready { protections });
+        }
+        // The bell the harness's reader sleeps on, shut down.
+        _ if attack == "bell-shut" => {
+          // SAFETY: shutdown on a descriptor this process holds.
+          unsafe { libc::shutdown(FROM_HOST_DATA_FD + 1, libc::SHUT_RD) };
         }
         _ if attack == "shrink" => {
           for size in [0, (REGION_BYTES / 2) as libc::off_t] {
@@ -379,7 +408,7 @@ fn a_host_that_tampers_with_the_shared_ring_ends_its_runs_never_the_harness() {
   let ring = RING_DATA_BYTES as u64;
   let not_written = "the shared ring: the writer's index is not within the ring";
   let not_read = "the shared ring: the reader's index is not within the ring";
-  let cases: [(&str, String, &str); 6] = [
+  let cases: [(&str, String, &str); 8] = [
     // Claims more bytes than the ring holds, or runs back past what the
     // harness has read (its Ready, at least).
     ("ring-head-past-the-ring", format!("ring:head={}", ring * 3), not_written),
@@ -388,8 +417,11 @@ fn a_host_that_tampers_with_the_shared_ring_ends_its_runs_never_the_harness() {
     // Claims to have read more than the harness wrote: found by the
     // harness's next write (the heartbeat's), which shuts the channel.
     ("ring-tail-past-what-was-written", format!("ring:tail={}", ring * 5), not_read),
-    // The socket beside the rings carries nothing.
-    ("ring-socket-bytes", "ring:socket".into(), "the shared ring: bytes on the socket, which carries none"),
+    // The socket beside the rings carries nothing, and is not read.
+    ("ring-socket-bytes", "ring:socket".into(), "ready twice"),
+    // The doorbells, of which the host holds copies.
+    ("ring-bells-blocking", "ring:bells-blocking".into(), "ready twice"),
+    ("ring-bell-shut", "ring:bell-shut".into(), "the shared ring: a doorbell was tampered with"),
     // Its region's size is sealed: the attempt fails in the host (which
     // asserts so), and the harness reads on (then refuses a second Ready).
     ("ring-shrunk", "ring:shrink".into(), "ready twice"),

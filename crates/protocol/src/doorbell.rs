@@ -1,21 +1,27 @@
 //! A doorbell: how one side of a shared ring (`ring.rs`) wakes the other
-//! when that side has said it is going to sleep. An eventfd, so that a
-//! sleeper can wait on it and on its channel's socket at once (the socket
-//! carries no data once a ring does: it is how either side learns that the
-//! other has gone).
+//! when that side has said it is going to sleep, and how a thread wakes its
+//! own side's sleeper. A datagram socket pair: a sleeper polls one end
+//! beside its channel's socket (whose hang-up says the other side has
+//! gone), and whoever rings sends a datagram on the other end.
 //!
-//! The harness makes every doorbell and hands the host its ends at fixed
-//! descriptors (`ring.rs`), as it makes the journal: a host's lockdown
-//! refuses it new descriptors of its own.
+//! Both processes hold both ends (the harness makes every doorbell and
+//! hands the host its copies at fixed descriptors, as it hands the journal;
+//! a host's lockdown refuses it new descriptors of its own), so everything
+//! about them that a host can change is hostile. Whether a call waits is
+//! said by each call (`MSG_DONTWAIT`), never by the descriptors' flags,
+//! which the copies share: a host that clears `O_NONBLOCK` cannot make the
+//! harness block. A datagram socket carries no out-of-band data, and a bell
+//! that reads as ready with nothing in it (a host that shut it down, or
+//! stole its datagrams) is refused, so a host cannot make a sleeper spin.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 
-/// One eventfd, non-blocking: ringing never waits, and neither does
-/// clearing it.
+/// One doorbell: the end rings are sent on, and the end a sleeper polls.
 pub struct Doorbell {
-  fd: OwnedFd,
+  ring_end: OwnedFd,
+  wait_end: OwnedFd,
 }
 
 /// What ended a [`Doorbell::wait`].
@@ -23,67 +29,80 @@ pub struct Doorbell {
 pub enum Woken {
   /// The bell rang (or had rung since it was last cleared).
   Rang,
-  /// The socket has something to say: the other side hung up (or, on a
-  /// socket that still carries data, data came).
+  /// The channel's socket hung up (or failed): the other side has gone,
+  /// or this side shut the channel.
   Socket,
 }
 
+fn tampered() -> io::Error {
+  io::Error::new(io::ErrorKind::InvalidData, "the shared ring: a doorbell was tampered with")
+}
+
 impl Doorbell {
-  /// A new doorbell, closed on exec (the harness hands a host its ends by
-  /// `dup2`, which clears that flag on the copy).
+  /// A new doorbell, its ends closed on exec (the harness hands a host its
+  /// copies by `dup2`, which clears that flag on the copy).
   pub fn new() -> io::Result<Doorbell> {
-    // SAFETY: eventfd has no memory preconditions; a descriptor it returns
-    // is new and owned by nobody else.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if fd < 0 {
+    let mut ends = [0; 2];
+    // SAFETY: socketpair writes two new descriptors into the live local.
+    if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0, ends.as_mut_ptr()) } < 0 {
       return Err(io::Error::last_os_error());
     }
-    // SAFETY: `fd` was just returned by eventfd, open and owned by nobody.
-    Ok(Doorbell { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+    // SAFETY: both were just returned by socketpair, open and owned by nobody.
+    let (ring_end, wait_end) = unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) };
+    Ok(Doorbell { ring_end, wait_end })
   }
 
-  /// The doorbell at `fd`, handed over by the process that made it. The
-  /// descriptor is made non-blocking here, whatever it was.
-  pub fn from_fd(fd: OwnedFd) -> io::Result<Doorbell> {
-    // SAFETY: fcntl on a descriptor this process owns (`fd`, open for as
-    // long as it is borrowed).
-    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
-    // SAFETY: as above.
-    if flags < 0 || unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-      return Err(io::Error::last_os_error());
-    }
-    Ok(Doorbell { fd })
+  /// The doorbell whose ends the process that made it handed over.
+  pub fn from_ends(ring_end: OwnedFd, wait_end: OwnedFd) -> Doorbell {
+    Doorbell { ring_end, wait_end }
   }
 
-  /// The descriptor, to hand to a host.
-  pub fn fd(&self) -> &OwnedFd {
-    &self.fd
+  /// Both ends, to hand to a host: the ring end, then the wait end.
+  pub fn ends(&self) -> [&OwnedFd; 2] {
+    [&self.ring_end, &self.wait_end]
+  }
+
+  /// The same bell through new descriptors.
+  pub fn try_clone(&self) -> io::Result<Doorbell> {
+    Ok(Doorbell { ring_end: self.ring_end.try_clone()?, wait_end: self.wait_end.try_clone()? })
   }
 
   /// Wake whoever waits on this bell (or the next to wait). Never blocks:
-  /// a counter already at its maximum has rung anyway.
+  /// a bell whose queue is full has rung anyway, and one a host broke
+  /// wakes nobody but that host's own threads.
   pub fn ring(&self) {
-    let one = 1u64.to_ne_bytes();
+    let one = [1u8];
     loop {
-      // SAFETY: writes the 8 bytes of `one`, a live local, to a descriptor
-      // this doorbell owns.
-      let written = unsafe { libc::write(self.fd.as_raw_fd(), one.as_ptr().cast(), one.len()) };
-      if written >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+      // SAFETY: sends the one byte of a live local on a socket this bell
+      // owns; MSG_DONTWAIT and MSG_NOSIGNAL: it neither waits nor raises
+      // SIGPIPE, whatever the descriptor's flags.
+      let sent = unsafe {
+        libc::send(self.ring_end.as_raw_fd(), one.as_ptr().cast(), one.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+      };
+      if sent >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
         return;
       }
     }
   }
 
-  /// Forget every ring so far, without waiting.
-  pub fn clear(&self) {
-    let mut count = [0u8; 8];
+  /// Forget every ring so far, without waiting: how many were taken
+  /// (datagrams), or an error for a bell that reads as ended.
+  fn clear(&self) -> io::Result<usize> {
+    let mut byte = [0u8; 1];
+    let mut taken = 0;
     loop {
-      // SAFETY: reads at most 8 bytes into `count`, a live local, from a
-      // descriptor this doorbell owns (non-blocking: an unrung bell gives
-      // EAGAIN at once).
-      let read = unsafe { libc::read(self.fd.as_raw_fd(), count.as_mut_ptr().cast(), count.len()) };
-      if read >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-        return;
+      // SAFETY: reads at most one byte into a live local from a socket
+      // this bell owns, without waiting (MSG_DONTWAIT).
+      let read = unsafe { libc::recv(self.wait_end.as_raw_fd(), byte.as_mut_ptr().cast(), 1, libc::MSG_DONTWAIT) };
+      match read {
+        1.. => taken += 1,
+        // An empty datagram is never sent here; a 0 is a shut-down bell.
+        0 => return Err(tampered()),
+        _ => match io::Error::last_os_error().kind() {
+          io::ErrorKind::Interrupted => {}
+          io::ErrorKind::WouldBlock => return Ok(taken),
+          _ => return Err(tampered()),
+        },
       }
     }
   }
@@ -91,20 +110,19 @@ impl Doorbell {
   /// Whether the bell has rung since it was last cleared (clearing it).
   #[cfg(test)]
   pub(crate) fn rang(&self) -> bool {
-    let mut count = [0u8; 8];
-    // SAFETY: reads at most 8 bytes into a live local from a descriptor
-    // this doorbell owns (non-blocking).
-    unsafe { libc::read(self.fd.as_raw_fd(), count.as_mut_ptr().cast(), count.len()) == 8 }
+    self.clear().is_ok_and(|taken| taken > 0)
   }
 
-  /// Block until the bell rings or `socket` has something to say (the
-  /// other side hung up), then clear the bell. A ring from before the
-  /// wait, not yet cleared, ends it at once: a sleeper that says it sleeps,
-  /// checks its ring once more and then waits misses no wake-up.
+  /// Block until the bell rings or `socket` hangs up, then clear the bell.
+  /// A ring from before the wait, not yet cleared, ends it at once: a
+  /// sleeper that says it sleeps, checks its ring once more and then waits
+  /// misses no wake-up. Only the socket's hang-up (or failure) wakes it:
+  /// bytes a host sends on the socket, which carries none, are never
+  /// waited for or read.
   pub fn wait(&self, socket: &UnixStream) -> io::Result<Woken> {
     let mut polls = [
-      libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-      libc::pollfd { fd: socket.as_raw_fd(), events: libc::POLLIN | libc::POLLRDHUP, revents: 0 },
+      libc::pollfd { fd: self.wait_end.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+      libc::pollfd { fd: socket.as_raw_fd(), events: libc::POLLRDHUP, revents: 0 },
     ];
     loop {
       // SAFETY: `polls` is two valid pollfds for the duration of the call,
@@ -118,11 +136,15 @@ impl Doorbell {
         return Err(error);
       }
     }
-    if polls[0].revents != 0 {
-      self.clear();
-      return Ok(Woken::Rang);
+    if polls[1].revents != 0 {
+      return Ok(Woken::Socket);
     }
-    Ok(Woken::Socket)
+    // Ready with nothing to take (or hung up, or failed): only a host that
+    // broke the bell makes it so, and it would stay ready forever.
+    if polls[0].revents & !libc::POLLIN != 0 || self.clear()? == 0 {
+      return Err(tampered());
+    }
+    Ok(Woken::Rang)
   }
 }
 
@@ -132,13 +154,13 @@ mod tests {
 
   #[test]
   fn a_ring_before_the_wait_ends_it_and_is_cleared_by_it() {
-    let (socket, _other) = UnixStream::pair().unwrap();
+    let (socket, other) = UnixStream::pair().unwrap();
     let bell = Doorbell::new().unwrap();
     bell.ring();
     bell.ring();
     assert_eq!(bell.wait(&socket).unwrap(), Woken::Rang);
     // Cleared: the next wait needs a new ring (or the socket).
-    drop(_other);
+    drop(other);
     assert_eq!(bell.wait(&socket).unwrap(), Woken::Socket);
   }
 
@@ -167,11 +189,42 @@ mod tests {
   }
 
   #[test]
-  fn a_handed_over_descriptor_rings_the_same_bell() {
+  fn a_handed_over_copy_rings_the_same_bell() {
     let (socket, _other) = UnixStream::pair().unwrap();
     let bell = Doorbell::new().unwrap();
-    let copy = Doorbell::from_fd(bell.fd().try_clone().unwrap()).unwrap();
-    copy.ring();
+    bell.try_clone().unwrap().ring();
     assert_eq!(bell.wait(&socket).unwrap(), Woken::Rang);
+  }
+
+  /// What a host holding copies of both ends can do to a bell.
+  #[test]
+  fn a_bell_a_host_breaks_neither_blocks_nor_spins_its_sleeper() {
+    use std::io::Write;
+    let (socket, mut other) = UnixStream::pair().unwrap();
+    // Bytes, out-of-band bytes too, on the channel's socket wake nobody:
+    // the wait below ends with the ring, not with them.
+    other.write_all(b"x").unwrap();
+    // SAFETY: sends one byte of a live local on a socket the test owns.
+    unsafe { libc::send(other.as_raw_fd(), b"y".as_ptr().cast(), 1, libc::MSG_OOB) };
+    let bell = Doorbell::new().unwrap();
+    bell.ring();
+    assert_eq!(bell.wait(&socket).unwrap(), Woken::Rang);
+    // Blocking flags set on the shared descriptions: ringing a full bell
+    // still returns.
+    let host = bell.try_clone().unwrap();
+    for fd in host.ends() {
+      // SAFETY: fcntl on a descriptor the test owns.
+      assert_eq!(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, 0) }, 0);
+    }
+    for _ in 0..100_000 {
+      host.ring();
+    }
+    bell.ring();
+    assert_eq!(bell.wait(&socket).unwrap(), Woken::Rang);
+    // Its rings stolen between the poll and the read, or the bell shut
+    // down: the sleeper is told, rather than woken over and over.
+    // SAFETY: shutdown on a descriptor the test owns.
+    assert_eq!(unsafe { libc::shutdown(host.ends()[1].as_raw_fd(), libc::SHUT_RD) }, 0);
+    assert_eq!(bell.wait(&socket).unwrap_err().kind(), io::ErrorKind::InvalidData);
   }
 }

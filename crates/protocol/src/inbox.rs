@@ -347,8 +347,10 @@ impl Inbox {
     }
     let mut peeked = std::mem::take(&mut reading.peeked);
     peeked.resize(len + 4, 0);
+    // The header read again with the frame must be the header looked at
+    // (a ring's writer may rewrite what it published between the two).
     let taken = match self.source.read_now(&mut peeked, true) {
-      Ok(got) if got == len + 4 => self.consume_peeked(reading, &mut peeked),
+      Ok(got) if got == len + 4 && peeked[..5] == header => self.consume_peeked(reading, &mut peeked),
       _ => false,
     };
     if taken {

@@ -80,13 +80,17 @@ const _: () = assert!(RING_DATA_BYTES.is_power_of_two() && RING_DATA_BYTES >= PA
 /// socket at 0 and the journal at `frame::JOURNAL_FD`): the region, then
 /// for each ring the bell its reader waits on (bytes came) and the bell its
 /// writer waits on (room came).
+/// Each doorbell is two descriptors: the end rings are sent on, then the
+/// end its sleeper polls (`doorbell.rs`).
 pub const REGION_FD: i32 = crate::frame::JOURNAL_FD + 1;
 pub const TO_HOST_DATA_FD: i32 = REGION_FD + 1;
-pub const TO_HOST_ROOM_FD: i32 = REGION_FD + 2;
-pub const FROM_HOST_DATA_FD: i32 = REGION_FD + 3;
-pub const FROM_HOST_ROOM_FD: i32 = REGION_FD + 4;
+pub const TO_HOST_ROOM_FD: i32 = REGION_FD + 3;
+pub const FROM_HOST_DATA_FD: i32 = REGION_FD + 5;
+pub const FROM_HOST_ROOM_FD: i32 = REGION_FD + 7;
 /// The last descriptor the harness hands a host.
-pub const LAST_HANDED_FD: i32 = FROM_HOST_ROOM_FD;
+pub const LAST_HANDED_FD: i32 = FROM_HOST_ROOM_FD + 1;
+/// How many descriptors the channel's rings hand a host.
+pub const HANDED_FDS: usize = (LAST_HANDED_FD - REGION_FD + 1) as usize;
 
 /// One ring as this process maps it.
 #[derive(Clone)]
@@ -105,6 +109,9 @@ struct Ring {
   /// at the socket costs a system call, so only a wait does), for both
   /// rings of this side.
   gone: Arc<AtomicBool>,
+  /// This side shut the channel (a host it ends): for both rings of this
+  /// side, from now on nothing is read, whatever the other side publishes.
+  shut: Arc<AtomicBool>,
 }
 
 // SAFETY: `start` points into `region`, which the ring holds; the region
@@ -122,13 +129,14 @@ impl Ring {
     room: Arc<Doorbell>,
     socket: Arc<UnixStream>,
     gone: Arc<AtomicBool>,
+    shut: Arc<AtomicBool>,
   ) -> io::Result<Ring> {
     if region.len() < offset + RING_BYTES {
       return Err(io::Error::new(io::ErrorKind::InvalidInput, "a region too small for the channel's rings"));
     }
     // SAFETY: `offset + RING_BYTES` is within the region (checked above).
     let start = unsafe { region.base().add(offset) };
-    Ok(Ring { _region: region.clone(), start, data, room, socket, gone })
+    Ok(Ring { _region: region.clone(), start, data, room, socket, gone, shut })
   }
 
   fn word64(&self, offset: usize) -> &AtomicU64 {
@@ -161,9 +169,11 @@ impl Ring {
     // SAFETY: the source ranges lie within the ring's data (`first` bytes
     // from `position` up to its end, the rest from its start, together at
     // most RING_DATA_BYTES); `out` takes `len` bytes (the caller's promise).
-    // The other process may write the same bytes meanwhile: any byte value
-    // is valid, and nothing reads them but through this copy, which the
-    // reader checks afterwards.
+    // The other process may write the same bytes meanwhile. Rust has no
+    // atomic memcpy (a racing plain copy is outside its memory model, as
+    // in every shared-memory channel written in it today); what the copy
+    // can yield is some byte values, any of which is valid, and nothing
+    // reads them but through this copy, which the reader checks afterwards.
     unsafe {
       std::ptr::copy_nonoverlapping(self.data_at(from), out, first);
       std::ptr::copy_nonoverlapping(self.data_at(0), out.add(first), len - first);
@@ -181,34 +191,23 @@ impl Ring {
     }
   }
 
-  /// After a sleeper woke: note whether the socket says the other side
-  /// has gone (its end is closed, or the socket failed). Bytes on it are
-  /// hostile: it carries none, and a socket left readable would wake every
-  /// sleep at once.
-  fn look_at_socket(&self) -> io::Result<()> {
-    let mut byte = [0u8; 1];
-    let gone = match crate::socket::peek_now(&self.socket, &mut byte) {
-      Ok(0) => true,
-      Ok(_) => return Err(hostile("bytes on the socket, which carries none")),
-      Err(error) => error.kind() != io::ErrorKind::WouldBlock,
-    };
-    if gone {
-      self.gone.store(true, Ordering::Release);
-    }
-    Ok(())
-  }
-
   fn gone(&self) -> bool {
     self.gone.load(Ordering::Acquire)
   }
 
+  /// This side shut the channel: nothing more is read from it.
+  fn shut(&self) -> bool {
+    self.shut.load(Ordering::Acquire)
+  }
+
   /// Sleep on `bell` (the caller said it sleeps and looked once more), then
-  /// note whether the socket woke it because the other side has gone.
+  /// note whether the socket woke it: its hang-up (or failure) means the
+  /// other side has gone, or this side shut the channel.
   fn sleep_on(&self, bell: &Doorbell) -> io::Result<()> {
-    match bell.wait(&self.socket)? {
-      Woken::Socket => self.look_at_socket(),
-      Woken::Rang => Ok(()),
+    if bell.wait(&self.socket)? == Woken::Socket {
+      self.gone.store(true, Ordering::Release);
     }
+    Ok(())
   }
 }
 
@@ -245,9 +244,14 @@ impl RingReader {
   /// Bytes written and not yet read, the writer's HEAD checked against this
   /// end's own count: it must lie within one ring's length ahead of it
   /// (so it never runs backwards past what was read).
+  ///
+  /// The count first (Acquire, against `consume`'s Release), then HEAD: a
+  /// thread that sees a count a waiting thread moved sees a HEAD at least
+  /// as far, so an honest writer's HEAD is never found behind it.
   fn unread(&self) -> io::Result<usize> {
+    let tail = self.tail.load(Ordering::Acquire);
     let head = self.ring.word64(HEAD).load(Ordering::Acquire);
-    match head.checked_sub(self.tail.load(Ordering::Relaxed)) {
+    match head.checked_sub(tail) {
       Some(unread) if unread <= RING_DATA_BYTES as u64 => Ok(unread as usize),
       _ => Err(hostile("the writer's index is not within the ring")),
     }
@@ -256,6 +260,9 @@ impl RingReader {
   /// How many bytes are there to read now: `WouldBlock` when none is, or
   /// `Ok(0)` when none is and none will come (a wait found the writer gone).
   fn available(&self) -> io::Result<usize> {
+    if self.ring.shut() {
+      return Ok(0);
+    }
     let unread = self.unread()?;
     if unread > 0 {
       return Ok(unread);
@@ -306,7 +313,7 @@ impl RingReader {
   /// Consume `count` bytes already read with a peek.
   pub fn consume(&self, count: usize) {
     let tail = self.tail.load(Ordering::Relaxed).wrapping_add(count as u64);
-    self.tail.store(tail, Ordering::Relaxed);
+    self.tail.store(tail, Ordering::Release);
     // Released: the bytes were copied out before the writer may reuse them.
     self.ring.word64(TAIL).store(tail, Ordering::Release);
     // Ordered before the flag's load (the writer stores its flag, then loads
@@ -324,10 +331,15 @@ impl RingReader {
   pub fn wait(&self) -> io::Result<()> {
     self.owner_asleep.store(true, Ordering::SeqCst);
     self.unwatch();
+    // Ordered before the look at HEAD whoever was the last to stop
+    // watching (a waiting thread that nudges reads the flag above after
+    // it read HEAD).
+    fence(Ordering::SeqCst);
+    // Anything but an empty ring (bytes, or an index to refuse) is for
+    // `read_now` to say, under the inbox's lock.
     let woken = match self.unread() {
-      Ok(0) if !self.ring.gone() => self.ring.sleep_on(&self.ring.data),
-      Ok(_) => Ok(()),
-      Err(error) => Err(error),
+      Ok(0) if !self.ring.gone() && !self.ring.shut() => self.ring.sleep_on(&self.ring.data),
+      _ => Ok(()),
     };
     self.watch();
     self.owner_asleep.store(false, Ordering::SeqCst);
@@ -361,6 +373,7 @@ impl RingReader {
   /// the owner sleeps, wake it for them (once per new bytes: a spin that
   /// keeps finding them rings once).
   pub fn nudge(&self) {
+    fence(Ordering::SeqCst);
     if !self.owner_asleep.load(Ordering::SeqCst) {
       return;
     }
@@ -461,10 +474,11 @@ impl RingWriter {
 
 impl RingWriter {
   /// End the channel both ways (its socket): the other side's sleepers
-  /// wake and find it gone, and so do this side's.
+  /// wake and find it gone, and this side reads nothing more from it.
   pub fn shut_down(&self) {
-    let _ = self.ring.socket.shutdown(std::net::Shutdown::Both);
+    self.ring.shut.store(true, Ordering::Release);
     self.ring.gone.store(true, Ordering::Release);
+    let _ = self.ring.socket.shutdown(std::net::Shutdown::Both);
   }
 }
 
@@ -525,11 +539,18 @@ impl RingEnds {
     let socket = Arc::new(socket);
     let bell = |bell: Doorbell| Arc::new(bell);
     // One socket, so one end of the other side for both rings.
-    let gone = Arc::new(AtomicBool::new(false));
-    let to_host =
-      Ring::new(&region, TO_HOST, bell(bells.to_host_data), bell(bells.to_host_room), socket.clone(), gone.clone())?;
+    let (gone, shut) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let to_host = Ring::new(
+      &region,
+      TO_HOST,
+      bell(bells.to_host_data),
+      bell(bells.to_host_room),
+      socket.clone(),
+      gone.clone(),
+      shut.clone(),
+    )?;
     let from_host =
-      Ring::new(&region, FROM_HOST, bell(bells.from_host_data), bell(bells.from_host_room), socket, gone)?;
+      Ring::new(&region, FROM_HOST, bell(bells.from_host_data), bell(bells.from_host_room), socket, gone, shut)?;
     let (incoming, outgoing) = match side {
       Side::Harness => (from_host, to_host),
       Side::Host => (to_host, from_host),
@@ -557,13 +578,22 @@ pub struct Handed {
 
 impl Handed {
   /// Each descriptor and the number the host finds it at.
-  pub fn placements(&self) -> [(RawFd, RawFd); 5] {
+  pub fn placements(&self) -> [(RawFd, RawFd); HANDED_FDS] {
+    let bells = &self.bells;
+    let [to_host_data, to_host_data_wait] = bells.to_host_data.ends();
+    let [to_host_room, to_host_room_wait] = bells.to_host_room.ends();
+    let [from_host_data, from_host_data_wait] = bells.from_host_data.ends();
+    let [from_host_room, from_host_room_wait] = bells.from_host_room.ends();
     [
       (self.region.as_raw_fd(), REGION_FD),
-      (self.bells.to_host_data.fd().as_raw_fd(), TO_HOST_DATA_FD),
-      (self.bells.to_host_room.fd().as_raw_fd(), TO_HOST_ROOM_FD),
-      (self.bells.from_host_data.fd().as_raw_fd(), FROM_HOST_DATA_FD),
-      (self.bells.from_host_room.fd().as_raw_fd(), FROM_HOST_ROOM_FD),
+      (to_host_data.as_raw_fd(), TO_HOST_DATA_FD),
+      (to_host_data_wait.as_raw_fd(), TO_HOST_DATA_FD + 1),
+      (to_host_room.as_raw_fd(), TO_HOST_ROOM_FD),
+      (to_host_room_wait.as_raw_fd(), TO_HOST_ROOM_FD + 1),
+      (from_host_data.as_raw_fd(), FROM_HOST_DATA_FD),
+      (from_host_data_wait.as_raw_fd(), FROM_HOST_DATA_FD + 1),
+      (from_host_room.as_raw_fd(), FROM_HOST_ROOM_FD),
+      (from_host_room_wait.as_raw_fd(), FROM_HOST_ROOM_FD + 1),
     ]
   }
 }
@@ -580,12 +610,11 @@ impl Doorbells {
 
   /// The same bells through new descriptors (for the other side).
   fn copies(&self) -> io::Result<Doorbells> {
-    let copy = |bell: &Doorbell| Doorbell::from_fd(bell.fd().try_clone()?);
     Ok(Doorbells {
-      to_host_data: copy(&self.to_host_data)?,
-      to_host_room: copy(&self.to_host_room)?,
-      from_host_data: copy(&self.from_host_data)?,
-      from_host_room: copy(&self.from_host_room)?,
+      to_host_data: self.to_host_data.try_clone()?,
+      to_host_room: self.to_host_room.try_clone()?,
+      from_host_data: self.from_host_data.try_clone()?,
+      from_host_room: self.from_host_room.try_clone()?,
     })
   }
 }
@@ -614,11 +643,12 @@ impl RingEnds {
     // owned by nothing else; it is taken over exactly once.
     let take = |fd: RawFd| unsafe { OwnedFd::from_raw_fd(fd) };
     let region = SharedRegion::map(&take(REGION_FD), REGION_BYTES)?;
+    let bell = |first: RawFd| Doorbell::from_ends(take(first), take(first + 1));
     let bells = Doorbells {
-      to_host_data: Doorbell::from_fd(take(TO_HOST_DATA_FD))?,
-      to_host_room: Doorbell::from_fd(take(TO_HOST_ROOM_FD))?,
-      from_host_data: Doorbell::from_fd(take(FROM_HOST_DATA_FD))?,
-      from_host_room: Doorbell::from_fd(take(FROM_HOST_ROOM_FD))?,
+      to_host_data: bell(TO_HOST_DATA_FD),
+      to_host_room: bell(TO_HOST_ROOM_FD),
+      from_host_data: bell(FROM_HOST_DATA_FD),
+      from_host_room: bell(FROM_HOST_ROOM_FD),
     };
     RingEnds::new(Side::Host, Arc::new(region), bells, socket)
   }
@@ -753,7 +783,8 @@ pub(crate) mod tests {
       head.store(claim, Ordering::Release);
       let error = harness.reader.read_now(&mut buf, false).unwrap_err();
       assert_eq!(error.kind(), io::ErrorKind::InvalidData, "a head of {claim}");
-      assert_eq!(harness.reader.wait().unwrap_err().kind(), io::ErrorKind::InvalidData);
+      // A sleeper does not sleep on it: it returns, for the read to refuse.
+      harness.reader.wait().unwrap();
     }
     // Backwards, after real bytes were read.
     head.store(0, Ordering::Release);
@@ -800,11 +831,12 @@ pub(crate) mod tests {
   }
 
   #[test]
-  fn bytes_on_the_socket_are_hostile() {
+  fn bytes_on_the_socket_wake_nobody_and_end_nothing() {
     let (harness, host, _fd) = channel();
     use std::io::Write;
     (&*host.writer.ring.socket).write_all(b"x").unwrap();
-    assert_eq!(harness.reader.wait().unwrap_err().kind(), io::ErrorKind::InvalidData);
+    host.writer.write_all(b"frame").unwrap();
+    assert_eq!(read_exactly(&harness.reader, 5), b"frame");
   }
 
   #[test]

@@ -21,10 +21,11 @@ pub struct SharedRegion {
 }
 
 // SAFETY: the region is plain memory mapped for the life of the value;
-// every access goes through raw pointers (atomics for the words both
-// sides write, copies for the bytes), never through references to its
-// bytes, so sharing the pointer across threads is as sound as across the
-// two processes.
+// its users reach the words both sides write only as atomics (references
+// to `AtomicU64`/`AtomicU32`, which may be shared) and its bytes only
+// through raw-pointer copies, never through a `&[u8]` or `&mut [u8]`, so
+// sharing the pointer across threads is as sound as across the two
+// processes.
 unsafe impl Send for SharedRegion {}
 // SAFETY: as above.
 unsafe impl Sync for SharedRegion {}
