@@ -267,10 +267,16 @@ fn signal_name(signal: i32) -> &'static str {
 /// 134217736 (see crbug.com/1201626)`), under a heading (`# Fatal error
 /// with no security impact:`, or `# Fatal error in <V8 source file>, line
 /// N`), which is left out, and so is the bug link; the C stack trace that
-/// follows names machine paths and is never used.
+/// follows names machine paths and is never used. A failed check of V8's
+/// own (`# Check failed: <condition>.` under `# Fatal error in <file>`)
+/// is named by its condition: an engine invariant broken, not a program's
+/// doing, which no other line of the report says.
 pub fn fatal_line(stderr: &str) -> Option<String> {
   let line = stderr.lines().map(|line| line.trim_start_matches('#').trim()).find(|line| {
-    (line.starts_with("Fatal") && !line.starts_with("Fatal error")) || line.starts_with("dsh-isolate-host:")
+    (line.starts_with("Fatal") && !line.starts_with("Fatal error"))
+      || line.starts_with("Check failed:")
+      || line.starts_with("Debug check failed:")
+      || line.starts_with("dsh-isolate-host:")
   })?;
   let line = line.strip_prefix("dsh-isolate-host: ").unwrap_or(line);
   let line = match line.find(" (see crbug.com/") {
@@ -420,6 +426,10 @@ mod tests {
     );
     assert_eq!(fatal_line("dsh-isolate-host: internal error: boom\n").as_deref(), Some("internal error: boom"));
     assert_eq!(fatal_line("# Fatal error in ../../v8/src/x.cc, line 3\n"), None);
+    assert_eq!(
+      fatal_line("#\n# Fatal error in ../../v8/src/heap/heap.cc, line 3\n# Check failed: a == b.\n#\n").as_deref(),
+      Some("Check failed: a == b.")
+    );
     assert_eq!(fatal_line(""), None);
   }
 }
