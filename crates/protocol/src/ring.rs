@@ -10,14 +10,14 @@
 //! bytes without a system call and without any thread being woken. A side
 //! that is going to sleep says so in the ring first, then checks once more;
 //! the other side, after publishing, rings its doorbell (`doorbell.rs`)
-//! only if it said so. Unix sockets wake their reader synchronously (the
-//! kernel queues it on the writer's CPU), which kept a run's hand-offs on
-//! one CPU; a doorbell's wake-up is not.
+//! only if it said so, and not while a thread of the reading side watches
+//! the ring (see [`RingReader`]): a quick round trip wakes nobody.
 //!
 //! The socket stays, carrying nothing: its hang-up is how each side learns
 //! that the other has gone, and a sleeper waits on it beside its doorbell.
 //!
-//! Every index the other side writes is hostile. Each end keeps its own
+//! Every index the other side writes is hostile (and so is everything it
+//! can do to a doorbell: `doorbell.rs`). Each end keeps its own
 //! index privately (the shared copy exists for the other side to read) and
 //! checks the other's against it: a writer's index that runs backwards or
 //! claims more than the ring holds, or a reader's that claims to have read
@@ -79,9 +79,8 @@ const _: () = assert!(RING_DATA_BYTES.is_power_of_two() && RING_DATA_BYTES >= PA
 /// Descriptors a host finds the shared channel at (beside the channel's
 /// socket at 0 and the journal at `frame::JOURNAL_FD`): the region, then
 /// for each ring the bell its reader waits on (bytes came) and the bell its
-/// writer waits on (room came).
-/// Each doorbell is two descriptors: the end rings are sent on, then the
-/// end its sleeper polls (`doorbell.rs`).
+/// writer waits on (room came), each bell two descriptors: the end rings
+/// are sent on, then the end its sleeper polls (`doorbell.rs`).
 pub const REGION_FD: i32 = crate::frame::JOURNAL_FD + 1;
 pub const TO_HOST_DATA_FD: i32 = REGION_FD + 1;
 pub const TO_HOST_ROOM_FD: i32 = REGION_FD + 3;
