@@ -179,8 +179,10 @@ impl Ring {
     }
   }
 
-  /// Copy `bytes` into the ring at stream index `at` (as `copy_out`).
+  /// Copy `bytes` into the ring at stream index `at` (as `copy_out`; at
+  /// most a ring's length of them, which the writer's room always is).
   fn copy_in(&self, at: u64, bytes: &[u8]) {
+    let bytes = &bytes[..bytes.len().min(RING_DATA_BYTES)];
     let position = (at as usize) & (RING_DATA_BYTES - 1);
     let first = bytes.len().min(RING_DATA_BYTES - position);
     // SAFETY: as in `copy_out`, the other way.
