@@ -194,11 +194,17 @@ describe('a run waiting on a tool when its host dies is executed again', () => {
       },
     )
     await hold.called
-    await hostsReplaced(m, killHosts(m))
+    const old = killHosts(m)
+    await hostsReplaced(m, old)
     hold.answer('held')
     expect(await pending).toEqual({ logs: [], value: [1, 'held', 'held and later'] })
     expect([answeredAtOnce, hold.calls, after]).toEqual([1, 1, 1])
-    expect(m.runtime.stats().runsReexecuted).toBe(before.runsReexecuted + 1)
+    // Once per host death it saw: every host was killed at once, and the
+    // harness may place the re-execution on one whose death it has not
+    // read yet (then it is executed once more, its tools still called once).
+    const reexecuted = m.runtime.stats().runsReexecuted - before.runsReexecuted
+    expect(reexecuted).toBeGreaterThanOrEqual(1)
+    expect(reexecuted).toBeLessThanOrEqual(old.length)
     await healthy()
   })
 
