@@ -1,8 +1,8 @@
 //! Socket calls both rooms make that std has no safe form of: a send that
 //! never waits (and never raises SIGPIPE), for writers that must not block
 //! (a host's run writing its journal), the wait for a socket to be ready
-//! (an inbox's owner for bytes, a journal's writer for room), and reads
-//! that never wait (an inbox's, and a ring's look at the socket beside it).
+//! (an inbox's owner for bytes, a journal's writer for room), and the
+//! reads an inbox makes of a socket.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -64,10 +64,4 @@ pub fn recv(stream: &UnixStream, buf: &mut [u8], flags: i32) -> io::Result<usize
       return Err(error);
     }
   }
-}
-
-/// Copy what the socket holds now into `buf` without consuming it: how
-/// many bytes, 0 once the other end has closed, or `WouldBlock`.
-pub fn peek_now(stream: &UnixStream, buf: &mut [u8]) -> io::Result<usize> {
-  recv(stream, buf, libc::MSG_PEEK | libc::MSG_DONTWAIT)
 }
