@@ -137,7 +137,8 @@ export interface NativeConfig {
   /**
    * Heap cap of a program's isolate, in MiB. Reached: `worker-exit`
    * naming the limit. Below what the sandbox itself holds (about 1 MiB)
-   * it means that, and a quarter more.
+   * it means that, and a quarter more. Below 16 MiB, V8 optimizes a
+   * program's hot functions on its own thread rather than beside it.
    */
   maxOldGenerationSizeMb: number
   /**

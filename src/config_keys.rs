@@ -394,7 +394,8 @@ config_keys! {
     doc: [
       "Heap cap of a program's isolate, in MiB. Reached: `worker-exit`",
       "naming the limit. Below what the sandbox itself holds (about 1 MiB)",
-      "it means that, and a quarter more.",
+      "it means that, and a quarter more. Below 16 MiB, V8 optimizes a",
+      "program's hot functions on its own thread rather than beside it.",
     ],
   },
   max_external_memory_mb: f64 = Key {

@@ -28,7 +28,7 @@ use dsh_isolate_host::config::RuntimeConfig;
 use dsh_isolate_host::live_runs::LiveRuns;
 use dsh_isolate_host::lock::lock;
 use dsh_isolate_host::lockdown;
-use dsh_isolate_host::platform;
+use dsh_isolate_host::platform::{self, OptimizingCompiler};
 use dsh_isolate_host::run::{Recorded, RunEvents, RunJob};
 use dsh_isolate_host::scheduler::{Scheduler, Submission};
 use dsh_protocol::failure::StopReason;
@@ -172,7 +172,7 @@ fn main() {
       std::process::exit(2);
     }
   };
-  if let Err(message) = platform::ensure_initialized() {
+  if let Err(message) = platform::initialize(OptimizingCompiler::for_runtime(&config)) {
     eprintln!("dsh-isolate-host: {message}");
     std::process::exit(2);
   }

@@ -7,7 +7,9 @@
 
 use std::sync::OnceLock;
 
+use crate::config::RuntimeConfig;
 use crate::icu_memory;
+use crate::isolate::heap_cap_below_sandbox_floor;
 
 static INIT: OnceLock<Result<(), String>> = OnceLock::new();
 
@@ -26,17 +28,83 @@ static INIT: OnceLock<Result<(), String>> = OnceLock::new();
 /// trivial runs ~0.25 ms each and bursts of them ~25% of their throughput.
 const V8_FLAGS: &str = "--memory-pool-timeout=1";
 
-/// Initialise V8 (and, before it, ICU's allocator) once; every later call
-/// returns the first call's outcome.
+/// Where V8 makes a run's optimized code, for every isolate of the process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptimizingCompiler {
+  /// On V8's worker threads, beside the run (V8's default): a compute-bound
+  /// program keeps running while its hot functions are optimized.
+  Concurrent,
+  /// On the run's own thread (`--no-concurrent-recompilation`).
+  ///
+  /// For a heap cap below the sandbox's floor. Such a cap leaves the old
+  /// generation full from the run's first instruction (`cap_heap_for_the_program`
+  /// sets it a quarter above the heap then live), so every page a
+  /// background compile job allocates is refused and the job asks the
+  /// run's thread for a GC. Two jobs asking at once can trip a check in
+  /// V8's `CollectionBarrier::TryRequestGC` (a major GC asked for while a
+  /// last-resort one is pending leaves the major one's timer unstarted),
+  /// which ends the host: about 1 in 100 of a tiny-cap bomb's runs on a
+  /// loaded 2-core machine, none in 300 with compile jobs on the run's
+  /// thread. Concurrent compiling is worth ~20% on compute-bound programs,
+  /// which a cap of a few MiB rules out anyway; under caps past the floor
+  /// a background job meets a full heap only in a bomb's last moments.
+  OnTheRunThread,
+}
+
+impl OptimizingCompiler {
+  /// The compiler for the isolates of a host configured with `config`.
+  pub fn for_runtime(config: &RuntimeConfig) -> OptimizingCompiler {
+    if heap_cap_below_sandbox_floor(config) {
+      OptimizingCompiler::OnTheRunThread
+    } else {
+      OptimizingCompiler::Concurrent
+    }
+  }
+
+  fn flags(self) -> String {
+    match self {
+      OptimizingCompiler::Concurrent => V8_FLAGS.to_owned(),
+      OptimizingCompiler::OnTheRunThread => format!("{V8_FLAGS} --no-concurrent-recompilation"),
+    }
+  }
+}
+
+/// Initialise V8 (and, before it, ICU's allocator) once, with concurrent
+/// compiling; every later call returns the first call's outcome.
 pub fn ensure_initialized() -> Result<(), String> {
+  initialize(OptimizingCompiler::Concurrent)
+}
+
+/// Initialise V8 (and, before it, ICU's allocator) once, making optimized
+/// code where `compiler` says; every later call returns the first call's
+/// outcome (V8's flags are the process's, fixed at its initialisation).
+pub fn initialize(compiler: OptimizingCompiler) -> Result<(), String> {
   INIT
     .get_or_init(|| {
       // ICU must get its allocator before its first use, which V8's
       // initialisation makes.
       icu_memory::install()?;
-      deno_core::v8::V8::set_flags_from_string(V8_FLAGS);
+      deno_core::v8::V8::set_flags_from_string(&compiler.flags());
       deno_core::JsRuntime::init_platform(None);
       Ok(())
     })
     .clone()
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn only_a_heap_cap_below_the_sandbox_floor_compiles_on_the_run_thread() {
+    let at = |mb: f64| {
+      OptimizingCompiler::for_runtime(&RuntimeConfig { max_old_generation_size_mb: mb, ..RuntimeConfig::small() })
+    };
+    assert_eq!(at(0.5), OptimizingCompiler::OnTheRunThread);
+    assert_eq!(at(15.0), OptimizingCompiler::OnTheRunThread);
+    assert_eq!(at(16.0), OptimizingCompiler::Concurrent);
+    assert_eq!(at(512.0), OptimizingCompiler::Concurrent);
+    assert!(OptimizingCompiler::OnTheRunThread.flags().ends_with(" --no-concurrent-recompilation"));
+    assert_eq!(OptimizingCompiler::Concurrent.flags(), V8_FLAGS);
+  }
 }
