@@ -5,9 +5,11 @@
 //! run's own thread, with no thread in between: the first call of a batch
 //! as soon as the run's reply pump is armed (its first poll), the rest when
 //! the thread is about to park (its runtime's park hook), i.e. once the
-//! program's turn is over. `Promise.all` over thousands of calls therefore
-//! crosses in two frames; a call that a program makes and then computes on
-//! without yielding waits for its turn to end. Replies come back in
+//! program's turn is over, or as soon as [`FLUSH_AT_CALLS`] are queued.
+//! `Promise.all` over thousands of calls therefore crosses in a few
+//! frames, the first of which the harness answers while the program makes
+//! the rest; a call that a program makes and then computes on without
+//! yielding waits for its turn to end. Replies come back in
 //! batches too, into the run's mailbox, and the run's single reply pump (an
 //! async op armed only while calls are pending) takes them all at once. So
 //! `Promise.all` over thousands of calls costs a few thread hops and no
@@ -62,6 +64,13 @@ pub type SendCalls = Box<dyn Fn(Vec<BindingCall>) + Send + Sync>;
 /// from them) and what Node copies small, and still carry thousands of
 /// ordinary calls each: the per-frame cost stays negligible.
 pub const MAX_CALLS_FRAME_BYTES: usize = 64 << 20;
+
+/// Calls queued in one turn that leave at once, without waiting for the
+/// turn to end: the harness starts on them while the program makes more,
+/// and its replies to them start back, so a `Promise.all` over thousands
+/// of calls keeps both processes busy instead of each waiting for the
+/// other's whole batch.
+pub const FLUSH_AT_CALLS: usize = 512;
 
 /// A call waiting in the outbox, with the reservation of its copies.
 struct Queued {
@@ -134,7 +143,14 @@ impl Bridge {
     let Argument { json: args, paths, strings } = argument;
     let call = BindingCall { run_id, call_id, namespace, function, args, paths, strings };
     let held = take_handed();
-    lock(&self.outbox).push(Queued { call, held });
+    let queued = {
+      let mut outbox = lock(&self.outbox);
+      outbox.push(Queued { call, held });
+      outbox.len()
+    };
+    if queued >= FLUSH_AT_CALLS {
+      self.flush();
+    }
     call_id
   }
 
@@ -239,6 +255,20 @@ mod tests {
     // Nothing is left to send.
     bridge.flush_within(bound);
     assert!(lock(&bridge.outbox).is_empty());
+  }
+
+  #[test]
+  fn calls_leave_as_soon_as_a_frames_worth_is_queued_in_order() {
+    let (bridge, frames) = bridge();
+    let mailbox = Mailbox::default();
+    let ids: Vec<u32> = (0..2 * FLUSH_AT_CALLS + 1).map(|_| bridge.call(&mailbox, 1, 0, 0, argument(10))).collect();
+    // Two frames' worth left during the turn; the last call waits for it to end.
+    let sizes: Vec<usize> = lock(&frames).iter().map(Vec::len).collect();
+    assert_eq!(sizes, vec![FLUSH_AT_CALLS, FLUSH_AT_CALLS]);
+    assert_eq!(lock(&bridge.outbox).len(), 1);
+    bridge.flush();
+    let sent: Vec<u32> = lock(&frames).iter().flatten().map(|call| call.call_id).collect();
+    assert_eq!(sent, ids);
   }
 
   #[test]
