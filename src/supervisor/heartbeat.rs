@@ -49,8 +49,7 @@ impl Supervisor {
   /// said last).
   pub fn stats(&self) -> RuntimeStats {
     let mut state = lock(&self.state);
-    state.stats_asked += 1;
-    let seq = state.stats_asked;
+    let seq = state.stats_requests.ask();
     let asked: Vec<u64> = state
       .slots
       .iter()
@@ -148,10 +147,10 @@ pub(super) fn supervise(supervisor: &Weak<Supervisor>) {
     let mut wake = now + beat;
     let beating = now >= next_beat;
     if beating {
-      state.stats_asked += 1;
+      state.stats_requests.ask();
       next_beat = now + beat;
     }
-    let seq = state.stats_asked;
+    let seq = state.stats_requests.latest();
     let mut deliveries = Vec::new();
     for index in 0..state.slots.len() {
       if state.disposing {

@@ -158,12 +158,19 @@ impl Supervisor {
       // host waits for is there.
       FromHost::JournalFull => {}
       FromHost::Stats { seq, stats } => {
-        if seq > state.stats_asked {
+        if seq > state.stats_requests.latest() {
           return Err(format!("stats for request {seq}, which was never sent"));
         }
+        let recently_asked = state.stats_requests.recently_asked(seq);
         let slot = &mut state.slots[slot];
         // Only an answer to the heartbeat shows the host's own loop is
-        // alive: its run threads could go on writing without it.
+        // alive: its run threads could go on writing without it. An answer
+        // to no recent request, or no newer than the host's last, could be
+        // made up without reading the channel (`stats_requests.rs`): it
+        // counts for nothing.
+        if !recently_asked || seq <= slot.stats_answered {
+          return Ok(());
+        }
         slot.last_heard = Some(Instant::now());
         slot.stats_answered = slot.stats_answered.max(seq);
         slot.stats = stats;

@@ -42,7 +42,9 @@
 //! `host_life.rs` (a host's start, back-off, recycling and end, and what
 //! becomes of its runs), `inbound.rs` (what a host sends, read and checked
 //! by its reader thread), `heartbeat.rs` (the supervisor thread and
-//! `stats()`), `run_record.rs` (a run's record and its fate).
+//! `stats()`), `stats_requests.rs` (the numbers of its requests, which
+//! only a host that read one can answer), `run_record.rs` (a run's record
+//! and its fate).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -67,12 +69,14 @@ use heartbeat::supervise;
 pub use heartbeat::RuntimeStats;
 use host_life::{Host, Slot, HOST_START_TIMEOUT};
 use run_record::{stopped, FinishWith, Outgoing, RunRecord};
+use stats_requests::StatsRequests;
 
 mod heartbeat;
 mod host_life;
 mod inbound;
 mod placement;
 mod run_record;
+mod stats_requests;
 
 /// The most hosts of one run alive at once (beside the `isolateHosts`
 /// shared ones): each holds a run that may end it (a run that was
@@ -154,7 +158,7 @@ struct State {
   hosts_recycled: u64,
   disposing: bool,
   finished: bool,
-  stats_asked: u64,
+  stats_requests: StatsRequests,
   /// CPU, disposals and memory returns of the hosts that have ended.
   ended_hosts: HostStats,
   outcomes: Outcomes,
@@ -484,6 +488,18 @@ impl Supervisor {
 /// a ChaCha20 stream from it, as strong as the kernel's own.
 fn fresh_seed() -> Result<RunSeed, String> {
   let mut bytes = [0u8; 32];
+  random_bytes(&mut bytes).map_err(|error| format!("no random seed for the run: {error}"))?;
+  let mut seed = [0u64; 4];
+  for (word, chunk) in seed.iter_mut().zip(bytes.chunks_exact(8)) {
+    let mut le = [0u8; 8];
+    le.copy_from_slice(chunk);
+    *word = u64::from_le_bytes(le);
+  }
+  Ok(seed)
+}
+
+/// Fill `bytes` from the kernel's CSPRNG.
+fn random_bytes(bytes: &mut [u8]) -> Result<(), std::io::Error> {
   let mut filled = 0;
   while filled < bytes.len() {
     let rest = &mut bytes[filled..];
@@ -494,17 +510,11 @@ fn fresh_seed() -> Result<RunSeed, String> {
       if error.kind() == std::io::ErrorKind::Interrupted {
         continue;
       }
-      return Err(format!("no random seed for the run: {error}"));
+      return Err(error);
     }
     filled += n as usize;
   }
-  let mut seed = [0u64; 4];
-  for (word, chunk) in seed.iter_mut().zip(bytes.chunks_exact(8)) {
-    let mut le = [0u8; 8];
-    le.copy_from_slice(chunk);
-    *word = u64::from_le_bytes(le);
-  }
-  Ok(seed)
+  Ok(())
 }
 
 pub fn queue_full() -> String {

@@ -116,9 +116,11 @@ fn hostile_host_fixture() {
     end();
   }
   send(&mut channel, FromHost::Ready { protections });
+  let mut last_request = None;
   let run_id = loop {
     match next() {
       Some(ToHost::Submit { run_id, .. }) => break run_id,
+      Some(ToHost::StatsRequest { seq }) => last_request = Some(seq),
       Some(ToHost::Shutdown) | None => end(),
       Some(_) => {}
     }
@@ -128,6 +130,23 @@ fn hostile_host_fixture() {
   let bytes = |hex: &str| -> Vec<u8> {
     (0..hex.len()).step_by(2).map(|at| u8::from_str_radix(&hex[at..at + 2], 16).expect("hex")).collect()
   };
+  // Reads nothing more, and answers the last stats request it read over
+  // and over: a host whose loop a program stopped, counting heartbeats.
+  if hostile == "replays-stats" {
+    // A host of one run gets its run before any request: it reads on until one.
+    while last_request.is_none() {
+      match next() {
+        Some(ToHost::StatsRequest { seq }) => last_request = Some(seq),
+        Some(ToHost::Shutdown) | None => end(),
+        Some(_) => {}
+      }
+    }
+    let seq = last_request.unwrap_or_default();
+    loop {
+      send(&mut channel, FromHost::Stats { seq, stats: HostStats::default() });
+      std::thread::sleep(Duration::from_millis(5));
+    }
+  }
   match hostile.split_once(':') {
     Some(("journal", hex)) => {
       let _ = journal.write_all(&bytes(hex));
@@ -427,6 +446,22 @@ fn a_host_that_tampers_with_the_shared_ring_ends_its_runs_never_the_harness() {
     ("ring-shrunk", "ring:shrink".into(), "ready twice"),
   ];
   each_is_refused(&cases);
+}
+
+/// A host that stops reading its channel but keeps answering the last
+/// stats request it read is ended as unresponsive: an answer counts only
+/// for a recent request, newer than the host's last answer.
+#[test]
+fn a_host_that_replays_a_heartbeat_answer_without_reading_is_ended_as_unresponsive() {
+  let executable = hostile_host("replays-stats", "replays-stats");
+  let unresponsive_after = Duration::from_millis(300);
+  let supervisor = Supervisor::start(Settings { unresponsive_after, ..settings(executable) }, Arc::default()).unwrap();
+  // The run's hosts are each ended in turn, until the run fails.
+  let completion = run_one(&supervisor, 1);
+  assert!(matches!(completion, Completion::Failure { .. }), "{completion:?}");
+  let exit = supervisor.stats().last_host_exit.unwrap_or_default();
+  assert!(exit.contains("stopped answering"), "{exit} / {completion:?}");
+  supervisor.shutdown();
 }
 
 #[test]
