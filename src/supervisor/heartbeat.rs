@@ -49,7 +49,7 @@ impl Supervisor {
   /// said last).
   pub fn stats(&self) -> RuntimeStats {
     let mut state = lock(&self.state);
-    let seq = state.stats_requests.ask();
+    let seq = state.stats_requests.ask(Instant::now(), self.settings.unresponsive_after);
     let asked: Vec<u64> = state
       .slots
       .iter()
@@ -147,7 +147,7 @@ pub(super) fn supervise(supervisor: &Weak<Supervisor>) {
     let mut wake = now + beat;
     let beating = now >= next_beat;
     if beating {
-      state.stats_requests.ask();
+      state.stats_requests.ask(now, supervisor.settings.unresponsive_after);
       next_beat = now + beat;
     }
     let seq = state.stats_requests.latest();

@@ -161,17 +161,18 @@ impl Supervisor {
         if seq > state.stats_requests.latest() {
           return Err(format!("stats for request {seq}, which was never sent"));
         }
-        let recently_asked = state.stats_requests.recently_asked(seq);
+        let now = Instant::now();
+        let recently_asked = state.stats_requests.asked_within(seq, now, self.settings.unresponsive_after);
         let slot = &mut state.slots[slot];
         // Only an answer to the heartbeat shows the host's own loop is
         // alive: its run threads could go on writing without it. An answer
-        // to no recent request, or no newer than the host's last, could be
-        // made up without reading the channel (`stats_requests.rs`): it
-        // counts for nothing.
+        // to no request of the last `hostUnresponsiveMs`, or no newer than
+        // the host's last, could be made up without reading the channel
+        // (`stats_requests.rs`): it counts for nothing.
         if !recently_asked || seq <= slot.stats_answered {
           return Ok(());
         }
-        slot.last_heard = Some(Instant::now());
+        slot.last_heard = Some(now);
         slot.stats_answered = slot.stats_answered.max(seq);
         slot.stats = stats;
         self.changed.notify_all();

@@ -10,35 +10,46 @@
 //! random stride from the kernel's CSPRNG: still increasing (an answer
 //! newer than any request sent is a protocol violation, and `stats()`
 //! waits for answers at least as new as its own request), but not one a
-//! host could make up. Only an answer to one of the last
-//! [`RECENT_REQUESTS`], and newer than the host's previous answer, shows
-//! its loop alive.
+//! host could make up. Only an answer to a request sent within the last
+//! `hostUnresponsiveMs`, and newer than the host's previous answer, shows
+//! its loop alive: an answer later than that comes from a host the
+//! heartbeat would have found silent anyway, however many requests
+//! `stats()` callers sent meanwhile.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use super::random_bytes;
 
-/// The requests whose answers still count: a host answers in order, and
-/// one that is this many requests behind has not been answering.
-const RECENT_REQUESTS: usize = 16;
+/// The most requests remembered: far more than a heartbeat and `stats()`
+/// callers send within any `hostUnresponsiveMs` in practice; past it the
+/// oldest are forgotten first.
+const MAX_REMEMBERED: usize = 1024;
 
 pub(super) struct StatsRequests {
   latest: u64,
-  recent: [u64; RECENT_REQUESTS],
-  next: usize,
+  /// The requests sent, oldest first, each with when.
+  sent: VecDeque<(u64, Instant)>,
 }
 
 impl Default for StatsRequests {
   fn default() -> StatsRequests {
     // Far below u64::MAX, so that strides of up to 2^32 never wrap.
-    StatsRequests { latest: random_u32().into(), recent: [0; RECENT_REQUESTS], next: 0 }
+    StatsRequests { latest: random_u32().into(), sent: VecDeque::new() }
   }
 }
 
 impl StatsRequests {
-  /// The number of a new request.
-  pub(super) fn ask(&mut self) -> u64 {
+  /// The number of a new request, sent at `now`; requests sent longer
+  /// than `keep_for` before it are forgotten.
+  pub(super) fn ask(&mut self, now: Instant, keep_for: Duration) -> u64 {
     self.latest = self.latest.saturating_add(1 + u64::from(random_u32()));
-    self.recent[self.next] = self.latest;
-    self.next = (self.next + 1) % RECENT_REQUESTS;
+    while self.sent.front().is_some_and(|(_, at)| now.saturating_duration_since(*at) > keep_for)
+      || self.sent.len() >= MAX_REMEMBERED
+    {
+      self.sent.pop_front();
+    }
+    self.sent.push_back((self.latest, now));
     self.latest
   }
 
@@ -47,9 +58,9 @@ impl StatsRequests {
     self.latest
   }
 
-  /// Whether `seq` is one of the recent requests' numbers.
-  pub(super) fn recently_asked(&self, seq: u64) -> bool {
-    seq != 0 && self.recent.contains(&seq)
+  /// Whether `seq` is the number of a request sent within `within` of `now`.
+  pub(super) fn asked_within(&self, seq: u64, now: Instant, within: Duration) -> bool {
+    self.sent.iter().any(|(asked, at)| *asked == seq && now.saturating_duration_since(*at) <= within)
   }
 }
 
@@ -65,19 +76,28 @@ mod tests {
   use super::*;
 
   #[test]
-  fn numbers_increase_unpredictably_and_only_recent_ones_count() {
+  fn numbers_increase_unpredictably_and_only_answers_to_recent_requests_count() {
     let mut requests = StatsRequests::default();
-    let asked: Vec<u64> = (0..3 * RECENT_REQUESTS).map(|_| requests.ask()).collect();
+    let start = Instant::now();
+    let keep_for = Duration::from_secs(10);
+    let at = |ms: u64| start + Duration::from_millis(ms);
+    // One request every 100 ms for 20 s.
+    let asked: Vec<u64> = (0..200).map(|i| requests.ask(at(i * 100), keep_for)).collect();
     assert!(asked.windows(2).all(|pair| pair[0] < pair[1]), "{asked:?}");
     // Strides of 1 + a random u32: consecutive numbers say nothing of the next.
     let strides: Vec<u64> = asked.windows(2).map(|pair| pair[1] - pair[0]).collect();
     assert!(strides.iter().any(|stride| *stride != strides[0]), "{strides:?}");
-    assert_eq!(requests.latest(), asked[asked.len() - 1]);
-    let (old, recent) = asked.split_at(asked.len() - RECENT_REQUESTS);
-    assert!(recent.iter().all(|seq| requests.recently_asked(*seq)));
-    assert!(old.iter().all(|seq| !requests.recently_asked(*seq)));
-    // A number between two requests, or never sent, is not one.
-    assert!(!requests.recently_asked(recent[0] + 1));
-    assert!(!requests.recently_asked(0));
+    assert_eq!(requests.latest(), asked[199]);
+    let now = at(19_900);
+    // Sent within the window (the last 10 s): they count, however many.
+    assert!(asked[100..].iter().all(|seq| requests.asked_within(*seq, now, keep_for)));
+    // Sent before it, or never sent: they do not.
+    assert!(asked[..99].iter().all(|seq| !requests.asked_within(*seq, now, keep_for)));
+    assert!(!requests.asked_within(asked[150] + 1, now, keep_for));
+    assert!(!requests.asked_within(0, now, keep_for));
+    // At most MAX_REMEMBERED are kept, the newest.
+    let burst: Vec<u64> = (0..MAX_REMEMBERED + 5).map(|_| requests.ask(now, keep_for)).collect();
+    assert!(!requests.asked_within(burst[4], now, keep_for));
+    assert!(requests.asked_within(burst[5], now, keep_for));
   }
 }

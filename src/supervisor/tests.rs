@@ -130,19 +130,26 @@ fn hostile_host_fixture() {
   let bytes = |hex: &str| -> Vec<u8> {
     (0..hex.len()).step_by(2).map(|at| u8::from_str_radix(&hex[at..at + 2], 16).expect("hex")).collect()
   };
-  // Reads nothing more, and answers the last stats request it read over
-  // and over: a host whose loop a program stopped, counting heartbeats.
-  if hostile == "replays-stats" {
-    // A host of one run gets its run before any request: it reads on until one.
-    while last_request.is_none() {
+  // A host whose loop a program stopped, keeping itself in service: it
+  // reads one more stats request after its run (a host of one run gets
+  // its run before any), then nothing, and answers the requests it read
+  // over and over (`replays-stats`), or counts on from the one before the
+  // last towards it, never past a request sent (`counts-stats`).
+  if hostile == "replays-stats" || hostile == "counts-stats" {
+    let newest = loop {
       match next() {
-        Some(ToHost::StatsRequest { seq }) => last_request = Some(seq),
+        Some(ToHost::StatsRequest { seq }) => break seq,
         Some(ToHost::Shutdown) | None => end(),
         Some(_) => {}
       }
-    }
-    let seq = last_request.unwrap_or_default();
-    loop {
+    };
+    let from = last_request.unwrap_or(newest);
+    for n in 0.. {
+      let seq = match hostile.as_str() {
+        "replays-stats" if n % 2 == 0 => from,
+        "replays-stats" => newest,
+        _ => from.saturating_add(n).min(newest),
+      };
       send(&mut channel, FromHost::Stats { seq, stats: HostStats::default() });
       std::thread::sleep(Duration::from_millis(5));
     }
@@ -448,20 +455,25 @@ fn a_host_that_tampers_with_the_shared_ring_ends_its_runs_never_the_harness() {
   each_is_refused(&cases);
 }
 
-/// A host that stops reading its channel but keeps answering the last
-/// stats request it read is ended as unresponsive: an answer counts only
-/// for a recent request, newer than the host's last answer.
+/// A host that stops reading its channel but goes on answering stats
+/// requests, with the numbers of requests it read or numbers it made up,
+/// is ended as unresponsive: an answer counts only for a request sent
+/// within `hostUnresponsiveMs`, newer than the host's last answer, and
+/// requests are numbered with random strides.
 #[test]
-fn a_host_that_replays_a_heartbeat_answer_without_reading_is_ended_as_unresponsive() {
-  let executable = hostile_host("replays-stats", "replays-stats");
-  let unresponsive_after = Duration::from_millis(300);
-  let supervisor = Supervisor::start(Settings { unresponsive_after, ..settings(executable) }, Arc::default()).unwrap();
-  // The run's hosts are each ended in turn, until the run fails.
-  let completion = run_one(&supervisor, 1);
-  assert!(matches!(completion, Completion::Failure { .. }), "{completion:?}");
-  let exit = supervisor.stats().last_host_exit.unwrap_or_default();
-  assert!(exit.contains("stopped answering"), "{exit} / {completion:?}");
-  supervisor.shutdown();
+fn a_host_that_answers_the_heartbeat_without_reading_is_ended_as_unresponsive() {
+  for attack in ["replays-stats", "counts-stats"] {
+    let executable = hostile_host(attack, attack);
+    let unresponsive_after = Duration::from_millis(300);
+    let supervisor =
+      Supervisor::start(Settings { unresponsive_after, ..settings(executable) }, Arc::default()).unwrap();
+    // The run's hosts are each ended in turn, until the run fails of it.
+    let completion = run_one(&supervisor, 1);
+    let Completion::Failure { message, .. } = &completion else { panic!("{attack}: {completion:?}") };
+    let message = String::from_utf16_lossy(message);
+    assert!(message.contains("stopped answering"), "{attack}: {message}");
+    supervisor.shutdown();
+  }
 }
 
 #[test]
