@@ -65,11 +65,12 @@ pub type SendCalls = Box<dyn Fn(Vec<BindingCall>) + Send + Sync>;
 /// ordinary calls each: the per-frame cost stays negligible.
 pub const MAX_CALLS_FRAME_BYTES: usize = 64 << 20;
 
-/// Calls queued in one turn that leave at once, without waiting for the
-/// turn to end: the harness starts on them while the program makes more,
-/// and its replies to them start back, so a `Promise.all` over thousands
-/// of calls keeps both processes busy instead of each waiting for the
-/// other's whole batch.
+/// Calls in the outbox that leave at once, sent by the run thread whose
+/// call made them this many (with whatever other runs on this host
+/// queued), without waiting for a turn to end: the harness starts on them
+/// while the program makes more, and its replies to them start back, so a
+/// `Promise.all` over thousands of calls keeps both processes busy instead
+/// of each waiting for the other's whole batch.
 pub const FLUSH_AT_CALLS: usize = 512;
 
 /// A call waiting in the outbox, with the reservation of its copies.

@@ -24,8 +24,8 @@ const MIB: f64 = 1024.0 * 1024.0;
 /// starts (`PreparedIsolate::cap_heap_for_the_program`).
 const SANDBOX_HEAP_FLOOR: usize = 16 << 20;
 
-/// Whether `config`'s heap cap is below [`SANDBOX_HEAP_FLOOR`]: a run's
-/// heap is then full from its start (see `cap_heap_for_the_program`).
+/// Whether `config`'s heap cap is below [`SANDBOX_HEAP_FLOOR`]: a run
+/// then starts near its limit (see `cap_heap_for_the_program`).
 pub fn heap_cap_below_sandbox_floor(config: &RuntimeConfig) -> bool {
   ((config.max_old_generation_size_mb * MIB) as usize) < SANDBOX_HEAP_FLOOR
 }

@@ -36,18 +36,21 @@ pub enum OptimizingCompiler {
   Concurrent,
   /// On the run's own thread (`--no-concurrent-recompilation`).
   ///
-  /// For a heap cap below the sandbox's floor. Such a cap leaves the old
-  /// generation full from the run's first instruction (`cap_heap_for_the_program`
-  /// sets it a quarter above the heap then live), so every page a
-  /// background compile job allocates is refused and the job asks the
-  /// run's thread for a GC. Two jobs asking at once can trip a check in
-  /// V8's `CollectionBarrier::TryRequestGC` (a major GC asked for while a
-  /// last-resort one is pending leaves the major one's timer unstarted),
-  /// which ends the host: about 1 in 100 of a tiny-cap bomb's runs on a
-  /// loaded 2-core machine, none in 300 with compile jobs on the run's
-  /// thread. Concurrent compiling is worth ~20% on compute-bound programs,
-  /// which a cap of a few MiB rules out anyway; under caps past the floor
-  /// a background job meets a full heap only in a bomb's last moments.
+  /// For a heap cap below the sandbox's floor. Under such a cap a run
+  /// starts near its limit (`cap_heap_for_the_program` sets it to the cap
+  /// or a quarter above the heap then live, whichever is more: under a cap
+  /// of about 1 MiB, the old generation is full from the start), so the
+  /// pages its background compile jobs allocate are refused and each job
+  /// asks the run's thread for a GC. Two jobs asking at once, one of them
+  /// for a last-resort GC, trip a check of V8's (`CollectionBarrier`: the
+  /// major GC asked for while a last-resort one is pending never starts
+  /// its timer, and `AwaitCollectionBackground` checks it), which ends the
+  /// host: about 1 in 100 of a 0.5 MiB cap's bombs on a loaded 2-core
+  /// machine, none in 300 with compile jobs on the run's thread. The
+  /// sandbox's floor (16 MiB) is a margin over where it was seen.
+  /// Concurrent compiling is worth ~20% on compute-bound programs, which a
+  /// cap of a few MiB rules out anyway; under caps past the floor a
+  /// background job meets a full heap only in a bomb's last moments.
   OnTheRunThread,
 }
 
