@@ -24,15 +24,16 @@ const MIB: f64 = 1024.0 * 1024.0;
 /// starts (`PreparedIsolate::cap_heap_for_the_program`).
 const SANDBOX_HEAP_FLOOR: usize = 16 << 20;
 
-/// The program's heap cap, `maxOldGenerationSizeMb`, in bytes.
-fn heap_cap_bytes(config: &RuntimeConfig) -> usize {
-  (config.max_old_generation_size_mb * MIB) as usize
+/// A config's size in MiB (`maxOldGenerationSizeMb`, `maxExternalMemoryMb`),
+/// in bytes.
+fn mib_to_bytes(mib: f64) -> usize {
+  (mib * MIB) as usize
 }
 
 /// Whether `config`'s heap cap is below [`SANDBOX_HEAP_FLOOR`]: a run
 /// then starts near its limit (see `cap_heap_for_the_program`).
 pub fn heap_cap_below_sandbox_floor(config: &RuntimeConfig) -> bool {
-  heap_cap_bytes(config) < SANDBOX_HEAP_FLOOR
+  mib_to_bytes(config.max_old_generation_size_mb) < SANDBOX_HEAP_FLOOR
 }
 
 /// A JsRuntime whose global has been sealed (no Deno, no ops reachable),
@@ -120,8 +121,8 @@ impl PreparedIsolate {
   /// Create and seal an isolate. Must be called inside the run thread's
   /// tokio runtime context.
   pub fn new(config: &RuntimeConfig) -> Result<PreparedIsolate, String> {
-    let external_memory = ExternalMemory::new((config.max_external_memory_mb * MIB) as usize);
-    let heap_bytes = heap_cap_bytes(config);
+    let external_memory = ExternalMemory::new(mib_to_bytes(config.max_external_memory_mb));
+    let heap_bytes = mib_to_bytes(config.max_old_generation_size_mb);
     let params = v8::CreateParams::default()
       .heap_limits(0, heap_bytes.max(SANDBOX_HEAP_FLOOR))
       .array_buffer_allocator(capped_allocator(&external_memory))
