@@ -44,8 +44,7 @@ impl StatsRequests {
   /// than `keep_for` before it are forgotten.
   pub(super) fn ask(&mut self, now: Instant, keep_for: Duration) -> u64 {
     self.latest = self.latest.saturating_add(1 + u64::from(random_u32()));
-    while self.sent.front().is_some_and(|(_, at)| now.saturating_duration_since(*at) > keep_for)
-      || self.sent.len() >= MAX_REMEMBERED
+    while self.sent.front().is_some_and(|(_, at)| !sent_within(*at, now, keep_for)) || self.sent.len() >= MAX_REMEMBERED
     {
       self.sent.pop_front();
     }
@@ -60,8 +59,13 @@ impl StatsRequests {
 
   /// Whether `seq` is the number of a request sent within `within` of `now`.
   pub(super) fn asked_within(&self, seq: u64, now: Instant, within: Duration) -> bool {
-    self.sent.iter().any(|(asked, at)| *asked == seq && now.saturating_duration_since(*at) <= within)
+    self.sent.iter().any(|(asked, at)| *asked == seq && sent_within(*at, now, within))
   }
+}
+
+/// Whether a request sent `at` was sent within `window` of `now`.
+fn sent_within(at: Instant, now: Instant, window: Duration) -> bool {
+  now.saturating_duration_since(at) <= window
 }
 
 /// A random stride; without the kernel's randomness (never seen), a
