@@ -29,6 +29,7 @@ pub mod mailbox;
 mod memory_return;
 pub mod platform;
 pub mod program_priority;
+mod reserve;
 pub mod run;
 pub mod scheduler;
 pub mod transpile;

@@ -74,6 +74,12 @@ impl MemoryReturn {
     self.unreturned_disposal = if returned && !self.v8_pool_due { None } else { Some(Instant::now()) };
   }
 
+  /// Prepared isolates were dropped unused (a reserve back to its size at
+  /// rest): what they freed is returned once the runtime has been idle.
+  pub fn dropped_unused(&mut self) {
+    self.unreturned_disposal = Some(Instant::now());
+  }
+
   /// The scheduler thread looks at the runtime; `idle` when no run is in
   /// flight or queued. After a `Now`, it calls [`MemoryReturn::returned`]
   /// once the memory is back (so that the count never runs ahead of it).

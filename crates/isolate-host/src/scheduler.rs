@@ -19,9 +19,11 @@
 //! nor long computations hold up the queue.
 //!
 //! Threads. Threads are made for admitted runs and retire when they find
-//! nothing to do, except `preparedIsolates` of them, which stay with an
+//! nothing to do, except the reserve's (`reserve.rs`), which stay with an
 //! isolate prepared from the snapshot so that a run arriving at an idle
-//! runtime starts at once. The reserve does not grow with concurrency.
+//! runtime starts at once: this host's share of `preparedIsolates`, more
+//! while runs follow one another faster than a thread makes the next
+//! isolate. The reserve does not grow with concurrency.
 //!
 //! Runs. Every run the scheduler takes is registered among the host's
 //! live runs (`live_runs.rs`) until its output exists: admission, stats and
@@ -52,6 +54,7 @@ use crate::live_runs::{LiveRuns, RunRegistration};
 use crate::lock::lock;
 use crate::memory_return::{release_v8_page_pool, return_freed_memory, IdleReturn, MemoryReturn};
 use crate::program_priority;
+use crate::reserve::{Reserve, Shrink};
 use crate::run::{execute, finish_stopped, RunContext, RunEvents, RunJob};
 use crate::watchdog::Watchdog;
 use dsh_protocol::failure::{failure, StopReason};
@@ -103,13 +106,20 @@ struct State {
   idle: usize,
   /// Threads preparing an isolate, which will then take a ready run.
   preparing: usize,
+  /// Of those, the threads making the next isolate for the reserve right
+  /// after their run ended: a run that waits for one came right after it.
+  refilling: usize,
   /// Run threads alive.
   threads: usize,
   /// Threads that retired and wait to be joined.
   retired: Vec<usize>,
   next_thread: usize,
+  /// How many prepared isolates to keep.
+  reserve: Reserve,
   /// Since when the reserve of prepared isolates has been short.
   reserve_short_since: Option<Instant>,
+  /// The reserve grew: top it up now, not after a quantum.
+  reserve_grew: bool,
   shutdown: bool,
   /// CPU charged to the runs that finished.
   finished_cpu: Duration,
@@ -208,10 +218,13 @@ impl Scheduler {
         in_flight: 0,
         idle: 0,
         preparing: 0,
+        refilling: 0,
         threads: 0,
         retired: Vec::new(),
         next_thread: 0,
+        reserve: Reserve::new(config.prepared_isolates, Instant::now()),
         reserve_short_since: None,
+        reserve_grew: false,
         shutdown: false,
         finished_cpu: Duration::ZERO,
         isolates_disposed: 0,
@@ -403,11 +416,19 @@ impl Shared {
       accepted.submission.job.budget.admit();
       accepted.admitted = true;
       state.in_flight += 1;
+      if state.idle <= state.ready.len() {
+        // No prepared isolate is free for this run: it waits for one.
+        let (in_flight, refilling) = (state.in_flight, state.refilling);
+        state.reserve_grew |= state.reserve.run_waited(in_flight, refilling);
+      }
       state.ready.push_back(accepted);
       admitted += 1;
     }
+    if admitted > 0 {
+      state.reserve.active(Instant::now());
+    }
     self.occupancy.queued.store(state.queue.len(), Ordering::Release);
-    if state.queue.is_empty() && state.idle > self.config.prepared_isolates {
+    if state.queue.is_empty() && state.idle > state.reserve.size() {
       // Threads kept for queued runs beyond the reserve: none is coming.
       self.work.notify_all();
     }
@@ -415,7 +436,7 @@ impl Shared {
       for _ in 0..admitted.min(state.idle) {
         self.work.notify_one();
       }
-      if state.ready.len() > state.idle + state.preparing {
+      if state.ready.len() > state.idle + state.preparing || state.reserve_grew {
         self.occupancy.doorbell.ring();
       }
     }
@@ -435,6 +456,7 @@ impl Shared {
     let Accepted { submission, registration, admitted } = accepted;
     if admitted {
       state.in_flight -= 1;
+      state.reserve.active(Instant::now());
     }
     let budget = &submission.job.budget;
     state.finished_cpu += budget.cpu_used();
@@ -462,14 +484,14 @@ impl Shared {
   }
 
   /// A thread about to look for work (the one calling, having prepared its
-  /// isolate): take a ready run, or wait for one as part of the reserve, or
-  /// retire (None).
-  fn take_ready(&self) -> Option<Accepted> {
+  /// isolate for the reason given): take a ready run, or wait for one as
+  /// part of the reserve, or retire (None).
+  fn take_ready(&self, prepared: Preparing) -> Option<Accepted> {
     let mut state = lock(&self.state);
-    state.preparing -= 1;
+    state.stop_preparing(prepared);
     loop {
       if let Some(accepted) = state.ready.pop_front() {
-        if state.idle + state.preparing < self.config.prepared_isolates {
+        if state.idle + state.preparing < state.reserve.size() {
           // The reserve is short: the scheduler tops it up if it stays so.
           self.occupancy.doorbell.ring();
         }
@@ -477,7 +499,7 @@ impl Shared {
       }
       // Beyond the reserve a thread stays only for runs still queued: it
       // takes one as soon as it is admitted, with its isolate prepared.
-      if state.shutdown || (state.idle >= self.config.prepared_isolates && state.queue.is_empty()) {
+      if state.shutdown || (state.idle >= state.reserve.size() && state.queue.is_empty()) {
         return None;
       }
       state.idle += 1;
@@ -487,9 +509,9 @@ impl Shared {
   }
 
   /// A thread finished a run: account for it, admit what may start now and
-  /// say whether the thread should prepare another isolate (for a ready run
-  /// or the reserve) rather than retire.
-  fn run_ended(&self, accepted: Accepted, output: Output, cost: ExecutionCost) -> (Delivery, bool) {
+  /// say why the thread should prepare another isolate (for the runs ready
+  /// or queued, or to refill the reserve), or None: it should retire.
+  fn run_ended(&self, accepted: Accepted, output: Output, cost: ExecutionCost) -> (Delivery, Option<Preparing>) {
     let mut state = lock(&self.state);
     let delivery = self.finish(accepted, output, cost, &mut state);
     // Decided before admitting, so that admission counts this thread as
@@ -499,12 +521,18 @@ impl Shared {
     // freed is still mapped for the next one.
     let coming = state.idle + state.preparing;
     let work_ahead = state.ready.len() + state.queue.len();
-    let wanted = work_ahead > coming || (!state.shutdown && coming < self.config.prepared_isolates);
-    if wanted {
-      state.preparing += 1;
+    let next = if work_ahead > coming {
+      Some(Preparing::ForRuns)
+    } else if !state.shutdown && coming < state.reserve.size() {
+      Some(Preparing::Refill)
+    } else {
+      None
+    };
+    if let Some(next) = next {
+      state.start_preparing(next);
     }
     self.admit_and_hand_on(&mut state);
-    (delivery, wanted)
+    (delivery, next)
   }
 
   /// Count `count` new threads as alive and preparing; returns their ids
@@ -523,6 +551,34 @@ impl Shared {
     state.retired.push(thread);
     drop(state);
     self.occupancy.doorbell.ring();
+  }
+}
+
+/// Why a thread is making an isolate: whether a run that waits for it
+/// came right after the thread's last run matters to the reserve
+/// (`reserve.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Preparing {
+  /// A new thread's first isolate, or the next one for runs ready or
+  /// queued.
+  ForRuns,
+  /// The next isolate of a thread whose run just ended, for the reserve.
+  Refill,
+}
+
+impl State {
+  fn start_preparing(&mut self, why: Preparing) {
+    self.preparing += 1;
+    if why == Preparing::Refill {
+      self.refilling += 1;
+    }
+  }
+
+  fn stop_preparing(&mut self, why: Preparing) {
+    self.preparing -= 1;
+    if why == Preparing::Refill {
+      self.refilling -= 1;
+    }
   }
 }
 
@@ -558,13 +614,17 @@ fn schedule_loop(shared: &Arc<Shared>) {
     let mut recheck = shared.admit(&mut state);
     // Threads for the ready runs no thread is coming for yet, and for the
     // reserve once it has been short for a quantum (runs that end soon
-    // refill it themselves; runs that wait long do not).
+    // refill it themselves; runs that wait long do not), or at once when
+    // it grew (runs arrive faster than it refills: now).
     let coming = state.idle + state.preparing;
     let for_ready = state.ready.len().saturating_sub(coming);
-    let reserve_short =
-      if state.shutdown { 0 } else { shared.config.prepared_isolates.saturating_sub(coming + for_ready) };
+    let reserve_short = if state.shutdown { 0 } else { state.reserve.size().saturating_sub(coming + for_ready) };
+    let grew = std::mem::take(&mut state.reserve_grew);
     let mut for_reserve = 0;
     if reserve_short == 0 {
+      state.reserve_short_since = None;
+    } else if grew {
+      for_reserve = reserve_short;
       state.reserve_short_since = None;
     } else {
       let since = *state.reserve_short_since.get_or_insert_with(Instant::now);
@@ -578,6 +638,16 @@ fn schedule_loop(shared: &Arc<Shared>) {
     }
     let spawn = shared.plan_threads(&mut state, for_ready + for_reserve);
     let idle = state.in_flight == 0 && state.queue.is_empty();
+    match state.reserve.when_idle(idle, Instant::now()) {
+      Shrink::Nothing => {}
+      Shrink::After(left) => recheck = sooner(recheck, left),
+      Shrink::Now => {
+        // The threads beyond the reserve retire, dropping their isolates;
+        // what those freed is returned with the rest once idle.
+        shared.work.notify_all();
+        state.memory.dropped_unused();
+      }
+    }
     let memory = state.memory.when_idle(idle);
     if let IdleReturn::After(left) = memory {
       recheck = sooner(recheck, left);
@@ -674,11 +744,11 @@ fn run_thread(shared: &Shared, id: usize) {
     Err(error) => {
       // Without a runtime this thread can run nothing: fail the run it was
       // made for (if it is still there) rather than leave it waiting.
-      if let Some(accepted) = shared.take_ready() {
+      if let Some(accepted) = shared.take_ready(Preparing::ForRuns) {
         let output = substrate_failure(&shared.config, &format!("the run's thread could not start: {error}"));
-        let (delivery, wanted) = shared.run_ended(accepted, output, ExecutionCost::default());
-        if wanted {
-          lock(&shared.state).preparing -= 1;
+        let (delivery, next) = shared.run_ended(accepted, output, ExecutionCost::default());
+        if let Some(next) = next {
+          lock(&shared.state).stop_preparing(next);
         }
         delivery.deliver();
       }
@@ -686,12 +756,13 @@ fn run_thread(shared: &Shared, id: usize) {
     }
   };
   let context = RunContext { config: &shared.config, bridge: &shared.bridge, events: &shared.events };
+  let mut why = Preparing::ForRuns;
   loop {
     let prepared = {
       let _entered = runtime.enter();
       PreparedIsolate::new(&shared.config)
     };
-    let Some(accepted) = shared.take_ready() else {
+    let Some(accepted) = shared.take_ready(why) else {
       let _entered = runtime.enter();
       drop(prepared);
       return shared.retire(id);
@@ -703,7 +774,7 @@ fn run_thread(shared: &Shared, id: usize) {
       }
       Err(message) => (substrate_failure(&shared.config, &message), ExecutionCost::default(), None),
     };
-    let (delivery, wanted) = shared.run_ended(accepted, output, cost);
+    let (delivery, next) = shared.run_ended(accepted, output, cost);
     delivery.deliver();
     // Delivery just woke the harness's channel reader. The kernel often
     // queues it on this CPU (wake-affine), behind this thread, which is about to spend
@@ -727,8 +798,9 @@ fn run_thread(shared: &Shared, id: usize) {
       // all is idle.
       shared.occupancy.doorbell.ring();
     }
-    if !wanted {
-      return shared.retire(id);
+    match next {
+      Some(next) => why = next,
+      None => return shared.retire(id),
     }
   }
 }
@@ -746,6 +818,7 @@ mod tests {
   use crate::bindings_descriptor::BindingsDescriptor;
   use crate::ledger::Completion;
   use crate::platform;
+  use dsh_protocol::config::RESERVE_GROWTH;
 
   /// Runs here tell nobody what they do.
   struct Unobserved;
@@ -829,6 +902,75 @@ mod tests {
       budget.end();
     }
     drop(registrations);
+    scheduler.shutdown();
+  }
+
+  /// Waits until `done` holds, looking every millisecond; the net is far
+  /// above what any wait here takes, and a miss fails the test.
+  fn until(what: &str, done: impl Fn() -> bool) {
+    let net = Instant::now();
+    while !done() {
+      assert!(net.elapsed() < Duration::from_secs(60), "never: {what}");
+      std::thread::sleep(Duration::from_millis(1));
+    }
+  }
+
+  /// A run submitted while the thread that ran the one before it is making
+  /// its next isolate for the reserve (here: from that run's delivery,
+  /// which comes before the thread disposes of the spent isolate and makes
+  /// the next) waits for it: the reserve grows, at once, to its most. An
+  /// idle spell brings it back to its size at rest, the extra thread
+  /// retired with its isolate.
+  #[test]
+  fn runs_back_to_back_grow_the_reserve_and_an_idle_spell_shrinks_it() {
+    platform::ensure_initialized().expect("V8 initialises");
+    let runs = Arc::new(LiveRuns::default());
+    let bridge = Arc::new(Bridge::new(runs.clone()));
+    let config = RuntimeConfig { prepared_isolates: 1, ..config() };
+    let scheduler =
+      Arc::new(Scheduler::start(config, runs, bridge, Arc::new(Unobserved)).expect("the scheduler starts"));
+    let job = |run_id: u32| RunJob {
+      run_id,
+      seed: [0; 4],
+      recorded: None,
+      program: "return 6 * 7".into(),
+      bindings: BindingsDescriptor::parse(r#"{"namespaces":[]}"#).expect("an empty descriptor"),
+      budget: scheduler.new_budget(wall()),
+    };
+    until("the reserve is prepared", || scheduler.stats().prepared_isolates == 1);
+    let (send, receive) = std::sync::mpsc::channel();
+    let second = Submission {
+      job: job(2),
+      deliver: Box::new({
+        let send = send.clone();
+        move |output: Output, _| {
+          let _ = send.send(output.completion);
+        }
+      }),
+    };
+    let first = Submission {
+      job: job(1),
+      deliver: Box::new({
+        let scheduler = scheduler.clone();
+        move |output: Output, _| {
+          let _ = send.send(output.completion);
+          assert!(scheduler.submit(second).is_ok());
+        }
+      }),
+    };
+    assert!(scheduler.submit(first).is_ok());
+    for _ in 0..2 {
+      match receive.recv_timeout(Duration::from_secs(60)) {
+        Ok(Completion::Value(value)) => assert_eq!(value, "42"),
+        other => panic!("a run failed: {other:?}"),
+      }
+    }
+    let most = RESERVE_GROWTH as u32;
+    until("the reserve grows", || scheduler.stats().prepared_isolates == most);
+    until("the reserve is back to its size at rest", || {
+      let stats = scheduler.stats();
+      stats.prepared_isolates == 1 && stats.threads == 1
+    });
     scheduler.shutdown();
   }
 }

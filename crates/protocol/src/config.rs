@@ -24,7 +24,9 @@ pub struct RuntimeConfig {
   pub max_concurrent_runs: usize,
   /// Runs that may wait for admission before run() is refused.
   pub max_queued_runs: usize,
-  /// Isolates kept prepared ahead of runs (each on an idle thread).
+  /// Isolates kept prepared ahead of runs (each on an idle thread) at
+  /// rest; more while runs follow one another quickly (see
+  /// [`RESERVE_GROWTH`]).
   pub prepared_isolates: usize,
   /// How many runs may be busy at once (computing, for less than a
   /// scheduling quantum) before admission waits: this host's share of
@@ -34,6 +36,15 @@ pub struct RuntimeConfig {
   /// (crates/sandbox-ext/js/99_bootstrap.js, seal()).
   pub node: NodeFacts,
 }
+
+/// How many times its `prepared_isolates` a host's reserve grows to at
+/// most, while its runs follow one another faster than it makes isolates
+/// (the host's `reserve.rs`; the `preparedIsolates` key's doc says so).
+pub const RESERVE_GROWTH: usize = 2;
+
+/// How long a host is idle (no run in flight or queued) before a grown
+/// reserve is back to `prepared_isolates`, its extra isolates dropped.
+pub const RESERVE_SHRINK_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The harness's Node as it reports itself, for the program's `navigator`
 /// and the APIs that follow the harness's Node line (console rendering,

@@ -1,0 +1,134 @@
+//! How many prepared isolates a host keeps: its reserve's size.
+//!
+//! A prepared isolate waits on an idle thread, made from the snapshot, so
+//! that a run starts at once. At rest the reserve is the host's share of
+//! `preparedIsolates` (its *base*). Making an isolate costs its thread ~2
+//! ms of CPU after every run (disposing of the spent one, deserializing
+//! the next), so runs that follow one another on a host faster than that
+//! find the thread that ran the last one still making the next isolate,
+//! and wait for it. When a run waits so (no prepared isolate free, a
+//! thread refilling the reserve after its run, and no more runs in flight
+//! than the reserve holds: the wait is the rate's, not concurrency's,
+//! which the reserve does not follow), the reserve grows by one, up to
+//! [`RESERVE_GROWTH`] times its base. It is back to its base once the host
+//! has been idle (no run in flight or queued) for
+//! [`RESERVE_SHRINK_AFTER`]: the extra threads retire with their isolates,
+//! so an idle host holds what it held before it grew.
+//!
+//! Pure: the scheduler (`scheduler.rs`) owns it under its lock, tells it
+//! what happened and does what it answers.
+
+use std::time::{Duration, Instant};
+
+use dsh_protocol::config::{RESERVE_GROWTH, RESERVE_SHRINK_AFTER};
+
+#[derive(Debug)]
+pub struct Reserve {
+  /// The size at rest: this host's share of `preparedIsolates`.
+  base: usize,
+  size: usize,
+  /// When a run was last admitted or finished.
+  last_active: Instant,
+}
+
+/// What the scheduler should do about the reserve of an idle host.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Shrink {
+  /// It is at its base.
+  Nothing,
+  /// Look again after this long.
+  After(Duration),
+  /// It is back to its base now: let the threads beyond it retire.
+  Now,
+}
+
+impl Reserve {
+  pub fn new(base: usize, now: Instant) -> Reserve {
+    Reserve { base, size: base, last_active: now }
+  }
+
+  /// How many prepared isolates the host keeps now.
+  pub fn size(&self) -> usize {
+    self.size
+  }
+
+  /// A run was admitted or finished.
+  pub fn active(&mut self, now: Instant) {
+    self.last_active = now;
+  }
+
+  /// A run was admitted with no prepared isolate free for it, `in_flight`
+  /// runs in flight with it and `refilling` threads making an isolate for
+  /// the reserve after their run. Returns whether the reserve grew (a
+  /// thread should be made for it at once: runs are arriving now).
+  pub fn run_waited(&mut self, in_flight: usize, refilling: usize) -> bool {
+    let grows = refilling > 0 && in_flight <= self.size && self.size < self.base * RESERVE_GROWTH;
+    if grows {
+      self.size += 1;
+    }
+    grows
+  }
+
+  /// The scheduler looks at the host, `idle` when no run is in flight or
+  /// queued.
+  pub fn when_idle(&mut self, idle: bool, now: Instant) -> Shrink {
+    if self.size == self.base || !idle {
+      return Shrink::Nothing;
+    }
+    match RESERVE_SHRINK_AFTER.checked_sub(now.saturating_duration_since(self.last_active)) {
+      Some(left) if !left.is_zero() => Shrink::After(left),
+      _ => {
+        self.size = self.base;
+        Shrink::Now
+      }
+    }
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn grows_while_runs_wait_for_a_refill_and_never_with_concurrency() {
+    let start = Instant::now();
+    let mut reserve = Reserve::new(1, start);
+    // A burst of concurrent runs: the second found no isolate, but more
+    // runs are in flight than the reserve holds.
+    assert!(!reserve.run_waited(2, 1));
+    // Runs before any ended (the reserve still being made at start, or
+    // threads made for queued runs): no thread refills.
+    assert!(!reserve.run_waited(1, 0));
+    assert_eq!(reserve.size(), 1);
+    // One run alone, waiting for the thread that ran the last one.
+    assert!(reserve.run_waited(1, 1));
+    assert_eq!(reserve.size(), 2);
+    // Two alone, each waiting: grown as far as it goes.
+    assert!(!reserve.run_waited(2, 1));
+    assert!(!reserve.run_waited(1, 1));
+    assert_eq!(reserve.size(), RESERVE_GROWTH);
+    // No base (a host of one run): nothing to grow.
+    let mut none = Reserve::new(0, start);
+    assert!(!none.run_waited(0, 1));
+    assert_eq!(none.size(), 0);
+  }
+
+  #[test]
+  fn shrinks_to_its_base_once_idle_for_the_span() {
+    let start = Instant::now();
+    let mut reserve = Reserve::new(1, start);
+    assert_eq!(reserve.when_idle(true, start + RESERVE_SHRINK_AFTER), Shrink::Nothing);
+    assert!(reserve.run_waited(1, 1));
+    // Busy: never.
+    assert_eq!(reserve.when_idle(false, start + 10 * RESERVE_SHRINK_AFTER), Shrink::Nothing);
+    // Idle, counted from the last run's admission or end.
+    let ended = start + RESERVE_SHRINK_AFTER;
+    reserve.active(ended);
+    let half = RESERVE_SHRINK_AFTER / 2;
+    assert_eq!(reserve.when_idle(true, ended + half), Shrink::After(RESERVE_SHRINK_AFTER - half));
+    assert_eq!(reserve.size(), 2);
+    assert_eq!(reserve.when_idle(true, ended + RESERVE_SHRINK_AFTER), Shrink::Now);
+    assert_eq!(reserve.size(), 1);
+    assert_eq!(reserve.when_idle(true, ended + 2 * RESERVE_SHRINK_AFTER), Shrink::Nothing);
+  }
+}
