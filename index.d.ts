@@ -176,9 +176,10 @@ export interface NativeConfig {
   /**
    * Isolates kept prepared from the snapshot on idle threads, so that a
    * run arriving at an idle runtime starts at once. A reserve, shared out
-   * among the isolate hosts: it does not grow with concurrency. A host
-   * whose runs follow one another faster than it makes isolates grows
-   * its share, up to twice, back to it after 1 s without a run.
+   * among the isolate hosts: it does not grow with concurrency. While
+   * runs that call no tool follow one another faster than a host makes
+   * isolates, its share grows, up to twice, back to it after 1 s without
+   * a run.
    */
   preparedIsolates: number
   /**

@@ -458,9 +458,10 @@ config_keys! {
     doc: [
       "Isolates kept prepared from the snapshot on idle threads, so that a",
       "run arriving at an idle runtime starts at once. A reserve, shared out",
-      "among the isolate hosts: it does not grow with concurrency. A host",
-      "whose runs follow one another faster than it makes isolates grows",
-      "its share, up to twice, back to it after 1 s without a run.",
+      "among the isolate hosts: it does not grow with concurrency. While",
+      "runs that call no tool follow one another faster than a host makes",
+      "isolates, its share grows, up to twice, back to it after 1 s without",
+      "a run.",
     ],
   },
   host_unresponsive_ms: f64 = Key {
@@ -575,7 +576,7 @@ mod tests {
     assert_eq!(prepared.default_text, "available cores");
     // The reserve's growth, in the words of the hosts' own constants.
     assert_eq!((dsh_protocol::config::RESERVE_GROWTH, dsh_protocol::config::RESERVE_SHRINK_AFTER.as_secs()), (2, 1));
-    assert!(prepared.doc.contains("up to twice, back to it after 1 s without a run"));
+    assert!(prepared.doc.contains("up to twice, back to it after 1 s without a run."));
     assert!(matches!(prepared.default_value, Either::A(cores) if cores >= 1.0));
     assert!(keys.iter().all(|key| !key.doc.is_empty() && !key.doc.contains('\n') && !key.description.is_empty()));
   }

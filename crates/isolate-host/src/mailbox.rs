@@ -99,6 +99,11 @@ impl Mailbox {
     self.next_call.fetch_add(1, Ordering::Relaxed)
   }
 
+  /// How many calls the run has made.
+  pub fn calls_made(&self) -> u32 {
+    self.next_call.load(Ordering::Relaxed)
+  }
+
   /// A reply arrives (the pump is woken by [`Mailbox::wake`], once per
   /// batch).
   pub fn deliver(&self, call_id: u32, reply: Answer) {

@@ -512,8 +512,12 @@ impl Shared {
   /// say why the thread should prepare another isolate (for the runs ready
   /// or queued, or to refill the reserve), or None: it should retire.
   fn run_ended(&self, accepted: Accepted, output: Output, cost: ExecutionCost) -> (Delivery, Option<Preparing>) {
+    let called = accepted.registration.run().mailbox().calls_made() > 0;
     let mut state = lock(&self.state);
     let delivery = self.finish(accepted, output, cost, &mut state);
+    if state.reserve.run_finished(called) == Shrink::Now {
+      self.reserve_shrank(&mut state);
+    }
     // Decided before admitting, so that admission counts this thread as
     // coming for the next ready run instead of asking for a new one.
     // A thread is worth keeping for any run that will need one: reusing it
@@ -533,6 +537,14 @@ impl Shared {
     }
     self.admit_and_hand_on(&mut state);
     (delivery, next)
+  }
+
+  /// The reserve is back to its base: the threads beyond it retire,
+  /// dropping their isolates, and what those freed is returned with the
+  /// rest once the runtime is idle.
+  fn reserve_shrank(&self, state: &mut State) {
+    self.work.notify_all();
+    state.memory.dropped_unused();
   }
 
   /// Count `count` new threads as alive and preparing; returns their ids
@@ -641,12 +653,7 @@ fn schedule_loop(shared: &Arc<Shared>) {
     match state.reserve.when_idle(idle, Instant::now()) {
       Shrink::Nothing => {}
       Shrink::After(left) => recheck = sooner(recheck, left),
-      Shrink::Now => {
-        // The threads beyond the reserve retire, dropping their isolates;
-        // what those freed is returned with the rest once idle.
-        shared.work.notify_all();
-        state.memory.dropped_unused();
-      }
+      Shrink::Now => shared.reserve_shrank(&mut state),
     }
     let memory = state.memory.when_idle(idle);
     if let IdleReturn::After(left) = memory {
@@ -915,10 +922,11 @@ mod tests {
     }
   }
 
-  /// A run submitted while the thread that ran the one before it is making
-  /// its next isolate for the reserve (here: from that run's delivery,
-  /// which comes before the thread disposes of the spent isolate and makes
-  /// the next) waits for it: the reserve grows, at once, to its most. An
+  /// A run submitted while the thread that ran the one before it (which
+  /// called no tool) is making its next isolate for the reserve (here: from
+  /// that run's delivery, which comes before the thread disposes of the
+  /// spent isolate and makes the next) waits for it: the reserve grows, at
+  /// once, to its most. An
   /// idle spell brings it back to its size at rest, the extra thread
   /// retired with its isolate.
   #[test]
