@@ -22,8 +22,8 @@
 //! nothing to do, except the reserve's (`reserve.rs`), which stay with an
 //! isolate prepared from the snapshot so that a run arriving at an idle
 //! runtime starts at once: this host's share of `preparedIsolates`, more
-//! while runs follow one another faster than a thread makes the next
-//! isolate. The reserve does not grow with concurrency.
+//! while runs that call no tool follow one another faster than a thread
+//! makes the next isolate. The reserve does not grow with concurrency.
 //!
 //! Runs. Every run the scheduler takes is registered among the host's
 //! live runs (`live_runs.rs`) until its output exists: admission, stats and
