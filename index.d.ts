@@ -178,8 +178,8 @@ export interface NativeConfig {
    * run arriving at an idle runtime starts at once. A reserve, shared out
    * among the isolate hosts: it does not grow with concurrency. While
    * runs that call no tool follow one another faster than a host makes
-   * isolates, its share grows, up to twice, back to it after 1 s without
-   * a run.
+   * isolates, its share grows, up to twice, back to it at a run that
+   * calls one or after 1 s without a run.
    */
   preparedIsolates: number
   /**

@@ -460,8 +460,8 @@ config_keys! {
       "run arriving at an idle runtime starts at once. A reserve, shared out",
       "among the isolate hosts: it does not grow with concurrency. While",
       "runs that call no tool follow one another faster than a host makes",
-      "isolates, its share grows, up to twice, back to it after 1 s without",
-      "a run.",
+      "isolates, its share grows, up to twice, back to it at a run that",
+      "calls one or after 1 s without a run.",
     ],
   },
   host_unresponsive_ms: f64 = Key {
@@ -576,7 +576,7 @@ mod tests {
     assert_eq!(prepared.default_text, "available cores");
     // The reserve's growth, in the words of the hosts' own constants.
     assert_eq!((dsh_protocol::config::RESERVE_GROWTH, dsh_protocol::config::RESERVE_SHRINK_AFTER.as_secs()), (2, 1));
-    assert!(prepared.doc.contains("up to twice, back to it after 1 s without a run."));
+    assert!(prepared.doc.contains("up to twice, back to it at a run that calls one or after 1 s without a run."));
     assert!(matches!(prepared.default_value, Either::A(cores) if cores >= 1.0));
     assert!(keys.iter().all(|key| !key.doc.is_empty() && !key.doc.contains('\n') && !key.description.is_empty()));
   }
