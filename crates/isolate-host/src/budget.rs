@@ -36,6 +36,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::control::RunControl;
+use crate::time_left::left_of;
 
 /// A thread's CPU clock, read from any thread.
 #[derive(Clone, Copy)]
@@ -247,7 +248,7 @@ impl RunBudget {
 
   /// Whether the CPU budget is spent, and otherwise how much is left.
   pub fn cpu_left(&self) -> Option<Duration> {
-    self.compute.checked_sub(self.cpu_used()).filter(|left| !left.is_zero())
+    left_of(self.compute, self.cpu_used())
   }
 
   fn credit(&self, cpu: Duration) {

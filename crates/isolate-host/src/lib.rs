@@ -32,6 +32,7 @@ pub mod program_priority;
 mod reserve;
 pub mod run;
 pub mod scheduler;
+mod time_left;
 pub mod transpile;
 mod watchdog;
 

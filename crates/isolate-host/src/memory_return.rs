@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use crate::config::RuntimeConfig;
 use crate::isolate::PreparedIsolate;
 use crate::run::Disposal;
+use crate::time_left::left_of;
 
 /// A run whose isolate made the allocator hold at least this much (see
 /// `SpentIsolate::dispose`), or that was stopped at a memory cap, has its
@@ -88,7 +89,7 @@ impl MemoryReturn {
     if !idle {
       return IdleReturn::Nothing;
     }
-    match IDLE_RETURN_AFTER.checked_sub(since.elapsed()).filter(|left| !left.is_zero()) {
+    match left_of(IDLE_RETURN_AFTER, since.elapsed()) {
       Some(left) => IdleReturn::After(left),
       None => {
         self.unreturned_disposal = None;

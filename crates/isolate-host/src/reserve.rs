@@ -28,6 +28,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::time_left::left_of;
 use dsh_protocol::config::{RESERVE_GROWTH, RESERVE_SHRINK_AFTER};
 
 #[derive(Debug)]
@@ -96,9 +97,9 @@ impl Reserve {
     if self.size == self.base || !idle {
       return Shrink::Nothing;
     }
-    match RESERVE_SHRINK_AFTER.checked_sub(now.saturating_duration_since(self.last_active)) {
-      Some(left) if !left.is_zero() => Shrink::After(left),
-      _ => {
+    match left_of(RESERVE_SHRINK_AFTER, now.saturating_duration_since(self.last_active)) {
+      Some(left) => Shrink::After(left),
+      None => {
         self.size = self.base;
         Shrink::Now
       }

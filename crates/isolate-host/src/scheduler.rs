@@ -56,6 +56,7 @@ use crate::memory_return::{release_v8_page_pool, return_freed_memory, IdleReturn
 use crate::program_priority;
 use crate::reserve::{Reserve, Shrink};
 use crate::run::{execute, finish_stopped, RunContext, RunEvents, RunJob};
+use crate::time_left::left_of;
 use crate::watchdog::Watchdog;
 use dsh_protocol::failure::{failure, StopReason};
 use dsh_protocol::frame::{ExecutionCost, HostStats};
@@ -605,11 +606,6 @@ impl Delivery {
   fn deliver(self) {
     (self.deliver)(self.output, self.cost);
   }
-}
-
-/// What is left of `span` after `elapsed`, if anything.
-fn left_of(span: Duration, elapsed: Duration) -> Option<Duration> {
-  span.checked_sub(elapsed).filter(|left| !left.is_zero())
 }
 
 /// The sooner of a pending wake-up (if any) and one `after` from now.
