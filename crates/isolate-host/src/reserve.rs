@@ -18,10 +18,10 @@
 //! back to back were ~7% slower with a grown reserve than waiting for the
 //! refill, where runs that call nothing were twice as fast at the median.
 //! So a run that called a tool also puts a grown reserve back to its base
-//! at once. It is back to its base once the host
-//! has been idle (no run in flight or queued) for
-//! [`RESERVE_SHRINK_AFTER`]: the extra threads retire with their isolates,
-//! so an idle host holds what it held before it grew.
+//! at once. It is back to its base too once the host has been idle (no run
+//! in flight or queued) for [`RESERVE_SHRINK_AFTER`]: the extra threads
+//! retire with their isolates, so an idle host holds what it held before
+//! it grew.
 //!
 //! Pure: the scheduler (`scheduler.rs`) owns it under its lock, tells it
 //! what happened and does what it answers.

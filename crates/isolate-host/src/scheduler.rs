@@ -832,6 +832,13 @@ mod tests {
     fn readings(&self, _run_id: u32, _cpu_us: f64, _readings: &dsh_protocol::readings::Readings) {}
   }
 
+  /// Delivers a run's completion to `send`.
+  fn completion_to(send: std::sync::mpsc::Sender<Completion>) -> Deliver {
+    Box::new(move |output: Output, _| {
+      let _ = send.send(output.completion);
+    })
+  }
+
   fn wall() -> Duration {
     Duration::from_secs_f64(config().max_wall_ms / 1000.0)
   }
@@ -883,10 +890,7 @@ mod tests {
         bindings: BindingsDescriptor::parse(r#"{"namespaces":[]}"#).expect("an empty descriptor"),
         budget: scheduler.new_budget(wall()),
       };
-      let deliver = Box::new(move |output: Output, _| {
-        let _ = send.send(output.completion);
-      });
-      assert!(scheduler.submit(Submission { job, deliver }).is_ok());
+      assert!(scheduler.submit(Submission { job, deliver: completion_to(send) }).is_ok());
       let queued = scheduler.stats().queued;
       if queued == 1 {
         queued_run = Some(receive);
@@ -942,21 +946,13 @@ mod tests {
     };
     until("the reserve is prepared", || scheduler.stats().prepared_isolates == 1);
     let (send, receive) = std::sync::mpsc::channel();
-    let second = Submission {
-      job: job(2),
-      deliver: Box::new({
-        let send = send.clone();
-        move |output: Output, _| {
-          let _ = send.send(output.completion);
-        }
-      }),
-    };
+    let second = Submission { job: job(2), deliver: completion_to(send.clone()) };
     let first = Submission {
       job: job(1),
       deliver: Box::new({
-        let scheduler = scheduler.clone();
-        move |output: Output, _| {
-          let _ = send.send(output.completion);
+        let (scheduler, deliver) = (scheduler.clone(), completion_to(send));
+        move |output: Output, cost| {
+          deliver(output, cost);
           assert!(scheduler.submit(second).is_ok());
         }
       }),
