@@ -587,6 +587,10 @@ describe('long string results (they cross beside the JSON)', () => {
   const wide = '\u{1F600}w'.repeat(40_000) + '\u00e9'
   const latin = '\u00e9\u00ff'.repeat(40_000)
   const lone = '\ud800' + 'z'.repeat(70_000) + '\udc00'
+  // Megabytes (more than a huge page, 2 MiB, of units and of bytes): read
+  // into a block of their own on each side (`dsh_protocol::text`), with
+  // characters of two and four UTF-8 bytes at the end.
+  const huge = 'h'.repeat(3 << 20) + '\u00e9\u{1F600}'
   const cases: [string, () => unknown][] = [
     ["read_file's shape", () => ({ path: 'a.txt', text: big })],
     ["a shell's shape", () => ({ stdout: latin, stderr: wide, code: 0 })],
@@ -598,6 +602,8 @@ describe('long string results (they cross beside the JSON)', () => {
     ['a null-prototype object', () => Object.assign(Object.create(null), { x: big, y: null })],
     ['nested deep', () => JSON.parse('['.repeat(300) + JSON.stringify(wide) + ']'.repeat(300))],
     ['a long string beside a short one in an array', () => ['short', big]],
+    ['a bare string of megabytes', () => huge],
+    ['a string of megabytes beside the JSON', () => ({ path: 'huge.txt', text: huge })],
   ]
   const program = `
     const describe = (v) => {

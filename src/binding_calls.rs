@@ -5,6 +5,7 @@
 //! wakes the main thread ONCE per batch: while a wake-up is pending,
 //! further calls only join the outbox, and the wake-up carries them all.
 
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -14,6 +15,7 @@ use dsh_protocol::frame::{BindingCall, ReplyKind};
 use dsh_protocol::inbox::Watching;
 use dsh_protocol::lock::lock;
 use dsh_protocol::out_of_band::RawString;
+use dsh_protocol::text::{NotText, Text};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
@@ -110,7 +112,7 @@ impl ToNapiValue for BindingCallArgs {
 /// buffer, this writes once into room for the longest UTF-8 the string's
 /// UTF-16 length allows (three bytes a unit; pages never written are never
 /// touched) and gives back the rest.
-pub struct Utf8Text(pub String);
+pub struct Utf8Text(pub Text);
 
 impl FromNapiValue for Utf8Text {
   // Unsafe only because the trait is; napi-rs calls it on the JS thread.
@@ -126,22 +128,25 @@ impl FromNapiValue for Utf8Text {
     // Three UTF-8 bytes at most per unit (a pair of surrogates: four for two).
     let room = units.checked_mul(3).and_then(|bytes| bytes.checked_add(1));
     let room = room.ok_or_else(|| Error::new(Status::InvalidArg, "a reply's text too long"))?;
-    let mut bytes: Vec<u8> = Vec::with_capacity(room);
-    let mut written = 0;
-    // SAFETY: `bytes` has `room` bytes of capacity, and napi writes at most
-    // `room` bytes (the text and a NUL terminator) into it, reporting in
-    // `written` how many bytes of text it wrote, NUL not counted.
-    let status = unsafe { sys::napi_get_value_string_utf8(env, value, bytes.as_mut_ptr().cast(), room, &mut written) };
-    if status != sys::Status::napi_ok || written >= room {
-      return Err(Error::new(Status::StringExpected, "a reply's text could not be read"));
-    }
-    // SAFETY: napi initialised the first `written` bytes (checked within
-    // the capacity above).
-    unsafe { bytes.set_len(written) };
-    bytes.shrink_to_fit();
-    // Checked, not assumed: V8 writes valid UTF-8, and a check costs a
-    // fraction of the copy.
-    String::from_utf8(bytes).map(Utf8Text).map_err(|_| Error::new(Status::InvalidArg, "a reply's text is not UTF-8"))
+    let read = |buffer: &mut [MaybeUninit<u8>]| {
+      let mut written = 0;
+      // SAFETY: `buffer` is `buffer.len()` writable bytes, and napi writes
+      // at most that many (the text and a NUL terminator) into it,
+      // reporting in `written` how many bytes of text it wrote.
+      let status =
+        unsafe { sys::napi_get_value_string_utf8(env, value, buffer.as_mut_ptr().cast(), buffer.len(), &mut written) };
+      if status != sys::Status::napi_ok || written >= buffer.len() {
+        return Err(Error::new(Status::StringExpected, "a reply's text could not be read"));
+      }
+      Ok(written)
+    };
+    // Expected as long as its units (an ASCII text's bytes).
+    // SAFETY: napi initialised the `written` bytes it reports (checked
+    // within the buffer above).
+    let text = unsafe { Text::write(room, units, read) }?;
+    // Checked, not assumed (`Text::write`): V8 writes valid UTF-8, and a
+    // check costs a fraction of the copy.
+    text.map(Utf8Text).map_err(|NotText| Error::new(Status::InvalidArg, "a reply's text is not UTF-8"))
   }
 }
 

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 
-use dsh_protocol::frame::JOURNAL_FD;
+use dsh_protocol::frame::{SplicedFrames, JOURNAL_FD};
 use dsh_protocol::lock::lock;
 use dsh_protocol::ring::{RingEnds, RingWriter, HANDED_FDS, LAST_HANDED_FD};
 use napi_derive::napi;
@@ -299,10 +299,10 @@ pub struct HostLink {
 
 #[derive(Default)]
 struct Backlog {
-  /// Frames waiting, in order, as they were sent (a long one is never
-  /// copied into a buffer of the backlog's own); of the first,
-  /// `first_written` bytes are already out.
-  frames: VecDeque<Vec<u8>>,
+  /// Frames waiting, in order, as they were sent (never copied into a
+  /// buffer of the backlog's own); of the first, `first_written` bytes are
+  /// already out.
+  frames: VecDeque<SplicedFrames>,
   first_written: usize,
   /// The flusher owns the ring's writing until the backlog is empty.
   flushing: bool,
@@ -321,8 +321,10 @@ impl HostLink {
 
   /// Send one or more whole frames, in order after every earlier send;
   /// never blocks on the host. What the ring does not take at once
-  /// waits in the backlog as it is (moved, not copied).
-  pub fn send(&self, frames: Vec<u8>) {
+  /// waits in the backlog as it is (moved, not copied; a long text spliced
+  /// into them stays where it is held, in the run's history).
+  pub fn send(&self, frames: impl Into<SplicedFrames>) {
+    let frames = frames.into();
     let mut backlog = lock(&self.backlog);
     if backlog.closed {
       return;
@@ -331,30 +333,48 @@ impl HostLink {
       backlog.frames.push_back(frames);
       return;
     }
-    let mut sent = 0;
-    while sent < frames.len() {
-      let error = match self.ring.write_now(&frames[sent..]) {
-        Ok(written) => {
-          sent += written;
-          continue;
-        }
-        Err(error) => error,
-      };
-      match error.kind() {
-        std::io::ErrorKind::WouldBlock => {
-          backlog.frames.push_back(frames);
-          backlog.first_written = sent;
-          backlog.flushing = true;
-          self.bell.notify_one();
-        }
-        _ => {
-          backlog.closed = true;
-          drop(backlog);
-          self.failed(&error);
-        }
+    let Err((sent, error)) = self.write_now(&frames) else { return };
+    match error.kind() {
+      std::io::ErrorKind::WouldBlock => {
+        backlog.frames.push_back(frames);
+        backlog.first_written = sent;
+        backlog.flushing = true;
+        self.bell.notify_one();
       }
-      return;
+      _ => {
+        backlog.closed = true;
+        drop(backlog);
+        self.failed(&error);
+      }
     }
+  }
+
+  /// Write what the ring takes of `frames` now; on failure (`WouldBlock`:
+  /// the ring is full), how many bytes it took.
+  fn write_now(&self, frames: &SplicedFrames) -> Result<(), (usize, std::io::Error)> {
+    let mut sent = 0;
+    for piece in frames.pieces() {
+      let mut at = 0;
+      while at < piece.len() {
+        let written = self.ring.write_now(&piece[at..]).map_err(|error| (sent, error))?;
+        at += written;
+        sent += written;
+      }
+    }
+    Ok(())
+  }
+
+  /// Write `frames` whole but their first `skip` bytes, waiting for room.
+  fn write_all_from(&self, frames: &SplicedFrames, mut skip: usize) -> std::io::Result<()> {
+    for piece in frames.pieces() {
+      if skip >= piece.len() {
+        skip -= piece.len();
+        continue;
+      }
+      self.ring.write_all(&piece[skip..])?;
+      skip = 0;
+    }
+    Ok(())
   }
 
   /// Writing failed: the host is gone, or broke the ring (then say so, and
@@ -399,14 +419,14 @@ impl HostLink {
           backlog = self.bell.wait(backlog).unwrap_or_else(std::sync::PoisonError::into_inner);
         }
       };
-      let mut from = first_written;
+      let mut skip = first_written;
       for frame in frames {
-        if let Err(error) = self.ring.write_all(frame.get(from..).unwrap_or_default()) {
+        if let Err(error) = self.write_all_from(&frame, skip) {
           lock(&self.backlog).closed = true;
           self.failed(&error);
           return;
         }
-        from = 0;
+        skip = 0;
       }
     }
   }

@@ -300,7 +300,7 @@ impl NativeRuntime {
         if kind != ReplyKind::Json {
           return Err(invalid("strings beside a reply that is not JSON".to_owned()));
         }
-        answer.paths = texts.next().ok_or_else(missing)?;
+        answer.paths = texts.next().ok_or_else(missing)?.to_string();
         answer.strings = texts.by_ref().take(id[3] as usize).collect();
         if answer.strings.len() != id[3] as usize {
           return Err(missing());

@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 
 use dsh_protocol::config::RuntimeConfig;
 use dsh_protocol::failure::{HostLoss, StopReason};
-use dsh_protocol::frame::{encode_replies, HostStats, Reply, RunSeed, ToHost};
+use dsh_protocol::frame::{encode_replies, HostStats, Reply, RunSeed, SplicedFrames, ToHost};
 use dsh_protocol::history::ReplyVerdict;
 use dsh_protocol::ledger::{Completion, FailureKind, Outcomes, Output};
 use dsh_protocol::lock::lock;
@@ -350,10 +350,10 @@ impl Supervisor {
         None => by_host.push((host.clone(), vec![outgoing])),
       }
     }
-    let frames: Vec<(Arc<Host>, Vec<u8>)> = by_host
+    let frames: Vec<(Arc<Host>, SplicedFrames)> = by_host
       .into_iter()
       .map(|(host, batch)| {
-        let mut frame = Vec::new();
+        let mut frame = SplicedFrames::default();
         let replies: Vec<_> = batch.iter().filter_map(|outgoing| outgoing.answer(&state)).collect();
         encode_replies(&mut frame, &replies);
         (host, frame)

@@ -38,6 +38,7 @@ use crate::ledger::{Completion, FailureKind};
 use crate::out_of_band::{check_places, RawString};
 use crate::protections::Protections;
 use crate::readings::{Readings, Repeated, CLOCKS, REPEATED_BYTES};
+use crate::text::Text;
 
 /// The host's file descriptor of the journal (see the module doc): the
 /// harness places the host's end there when it starts the host, and the
@@ -95,20 +96,75 @@ pub enum ToHost {
 
 /// Append a [`ToHost::Replies`] frame of (run id, call id, answer)
 /// replies, from wherever their answers are held (the harness holds them in
-/// the runs' histories, and encodes them from there).
-pub fn encode_replies(out: &mut Vec<u8>, replies: &[(u32, u32, &Answer)]) {
-  let mut frame = FrameWriter::new(out, REPLIES).u32(len32(replies.len()));
+/// the runs' histories, and encodes them from there): their long texts are
+/// spliced in, not copied.
+pub fn encode_replies(out: &mut SplicedFrames, replies: &[(u32, u32, &Answer)]) {
+  let SplicedFrames { bytes, spliced } = out;
+  let mut frame = FrameWriter::new(bytes, REPLIES).u32(len32(replies.len()));
   for &(run_id, call_id, answer) in replies {
-    frame = frame.u32(run_id).u32(call_id).u8(answer.kind as u8).text(&answer.text);
+    frame = frame.u32(run_id).u32(call_id).u8(answer.kind as u8).shared(&answer.text, spliced);
     frame = frame.u32(len32(answer.strings.len()));
     if !answer.strings.is_empty() {
       frame = frame.text(&answer.paths);
       for string in &answer.strings {
-        frame = frame.text(string);
+        frame = frame.shared(string, spliced);
       }
     }
   }
   frame.finish()
+}
+
+/// A text at least this long is spliced into the frames that send it
+/// ([`SplicedFrames`]) rather than copied into them: below it, a copy
+/// costs less than writing one more piece.
+pub const SPLICED_TEXT_BYTES: usize = 64 * 1024;
+
+/// Frames whose long texts are shared, not copied into them: `bytes`, with
+/// each of `spliced` (a text and the offset into `bytes` where it goes, in
+/// order) sent in its place. On the wire they are the frames `bytes` would
+/// be with every text written in.
+#[derive(Debug, Default)]
+pub struct SplicedFrames {
+  pub bytes: Vec<u8>,
+  pub spliced: Vec<(usize, Text)>,
+}
+
+impl SplicedFrames {
+  /// Their bytes, in the pieces they go out in.
+  pub fn pieces(&self) -> impl Iterator<Item = &[u8]> {
+    let mut from = 0;
+    let texts = self.spliced.iter().flat_map(move |(at, text)| {
+      let before = self.bytes.get(from..*at).unwrap_or_default();
+      from = *at;
+      [before, text.as_bytes()]
+    });
+    let last = self.spliced.last().map_or(0, |(at, _)| *at);
+    texts.chain(std::iter::once(self.bytes.get(last..).unwrap_or_default()))
+  }
+
+  /// How many bytes they are on the wire.
+  pub fn len(&self) -> usize {
+    self.bytes.len() + self.spliced.iter().map(|(_, text)| text.len()).sum::<usize>()
+  }
+
+  pub fn is_empty(&self) -> bool {
+    self.len() == 0
+  }
+
+  /// Their bytes, written in one buffer.
+  pub fn flattened(&self) -> Vec<u8> {
+    let mut out = Vec::with_capacity(self.len());
+    for piece in self.pieces() {
+      out.extend_from_slice(piece);
+    }
+    out
+  }
+}
+
+impl From<Vec<u8>> for SplicedFrames {
+  fn from(bytes: Vec<u8>) -> SplicedFrames {
+    SplicedFrames { bytes, spliced: Vec::new() }
+  }
 }
 
 /// The seed of a run's random numbers (`Math.random`,
@@ -148,16 +204,16 @@ pub struct Answer {
   pub kind: ReplyKind,
   /// The JSON text (with `null` where each of `strings` goes), the string
   /// itself, or the rejection's message as a JSON string literal.
-  pub text: String,
+  pub text: Text,
   /// When `strings` is not empty: the JSON array of their paths into `text`.
   pub paths: String,
-  pub strings: Vec<String>,
+  pub strings: Vec<Text>,
 }
 
 impl Answer {
   /// An answer whose text is all of it.
-  pub fn plain(kind: ReplyKind, text: String) -> Answer {
-    Answer { kind, text, paths: String::new(), strings: Vec::new() }
+  pub fn plain(kind: ReplyKind, text: impl Into<Text>) -> Answer {
+    Answer { kind, text: text.into(), paths: String::new(), strings: Vec::new() }
   }
 
   /// The bytes its value crossed as: the text and the strings beside it
@@ -491,13 +547,15 @@ const FAILURE: u8 = 2;
 pub struct FrameWriter<'a> {
   out: &'a mut Vec<u8>,
   start: usize,
+  /// The bytes of the texts spliced in beside `out` ([`SplicedFrames`]).
+  spliced: usize,
 }
 
 impl<'a> FrameWriter<'a> {
   fn new(out: &'a mut Vec<u8>, tag: u8) -> Self {
     let start = out.len();
     out.extend_from_slice(&[0, 0, 0, 0, tag]);
-    FrameWriter { out, start }
+    FrameWriter { out, start, spliced: 0 }
   }
 
   fn u32(self, value: u32) -> Self {
@@ -524,6 +582,18 @@ impl<'a> FrameWriter<'a> {
     let this = self.u32(len32(text.len()));
     this.out.extend_from_slice(text.as_bytes());
     this
+  }
+
+  /// A text as [`FrameWriter::text`] writes it, spliced into `spliced` in
+  /// place of its bytes when it is long.
+  fn shared(mut self, text: &Text, spliced: &mut Vec<(usize, Text)>) -> Self {
+    if text.len() < SPLICED_TEXT_BYTES {
+      return self.text(text);
+    }
+    self = self.u32(len32(text.len()));
+    spliced.push((self.out.len(), text.clone()));
+    self.spliced += text.len();
+    self
   }
 
   fn bytes(self, bytes: &[u8]) -> Self {
@@ -556,7 +626,7 @@ impl<'a> FrameWriter<'a> {
   }
 
   fn finish(self) {
-    let len = len32(self.out.len() - self.start - 4);
+    let len = len32(self.out.len() - self.start - 4 + self.spliced);
     self.out[self.start..self.start + 4].copy_from_slice(&len.to_le_bytes());
   }
 }
@@ -596,7 +666,9 @@ impl ToHost {
       ToHost::Abort { run_id, reason } => FrameWriter::new(out, ABORT).u32(*run_id).utf16(reason).finish(),
       ToHost::Replies(replies) => {
         let replies: Vec<_> = replies.iter().map(|reply| (reply.run_id, reply.call_id, &reply.answer)).collect();
-        encode_replies(out, &replies)
+        let mut frames = SplicedFrames::from(std::mem::take(out));
+        encode_replies(&mut frames, &replies);
+        *out = frames.flattened();
       }
       ToHost::StatsRequest { seq } => FrameWriter::new(out, STATS_REQUEST).u64(*seq).finish(),
       ToHost::Shutdown => FrameWriter::new(out, SHUTDOWN).finish(),
@@ -631,7 +703,7 @@ impl ToHost {
           let call_id = fields.u32()?;
           let kind =
             ReplyKind::from_code(fields.u8()?).ok_or_else(|| ProtocolError("a reply of an unknown kind".to_owned()))?;
-          let mut answer = Answer::plain(kind, fields.text()?);
+          let mut answer = Answer::plain(kind, fields.shared_text()?);
           let strings = fields.count(4)?;
           if strings > 0 {
             if kind != ReplyKind::Json {
@@ -640,7 +712,7 @@ impl ToHost {
             answer.paths = fields.text()?;
             answer.strings.reserve_exact(strings);
             for _ in 0..strings {
-              answer.strings.push(fields.text()?);
+              answer.strings.push(fields.shared_text()?);
             }
           }
           replies.push(Reply { run_id, call_id, answer });
@@ -885,6 +957,14 @@ impl<'a> Fields<'a> {
     String::from_utf8(bytes.to_vec()).map_err(|_| ProtocolError("text is not UTF-8".to_owned()))
   }
 
+  /// A text, as [`Text`] (a long one in a block of its own).
+  fn shared_text(&mut self) -> Result<Text, ProtocolError> {
+    let len = self.u32()? as usize;
+    let bytes = self.take(len)?;
+    let text = std::str::from_utf8(bytes).map_err(|_| ProtocolError("text is not UTF-8".to_owned()))?;
+    Ok(Text::copy_of(text))
+  }
+
   fn utf16(&mut self) -> Result<Vec<u16>, ProtocolError> {
     let units = self.u32()? as usize;
     let bytes = self.take(units.checked_mul(2).ok_or_else(|| ProtocolError("text too long".to_owned()))?)?;
@@ -989,9 +1069,9 @@ mod tests {
     });
     round_trip_to_host(ToHost::Abort { run_id: 1, reason: vec![0xd800, 0x41] });
     round_trip_to_host(ToHost::Replies(vec![
-      Reply { run_id: 1, call_id: 2, answer: Answer::plain(ReplyKind::Json, "[1]".into()) },
-      Reply { run_id: 3, call_id: 4, answer: Answer::plain(ReplyKind::Reject, "\"no\"".into()) },
-      Reply { run_id: 5, call_id: 6, answer: Answer::plain(ReplyKind::Text, "as it is".into()) },
+      Reply { run_id: 1, call_id: 2, answer: Answer::plain(ReplyKind::Json, "[1]") },
+      Reply { run_id: 3, call_id: 4, answer: Answer::plain(ReplyKind::Reject, "\"no\"") },
+      Reply { run_id: 5, call_id: 6, answer: Answer::plain(ReplyKind::Text, "as it is") },
       Reply {
         run_id: 7,
         call_id: 8,
@@ -999,7 +1079,7 @@ mod tests {
           kind: ReplyKind::Json,
           text: "{\"path\":\"a\",\"text\":null,\"more\":[null]}".into(),
           paths: "[[0,\"text\"],[1,\"more\",0]]".into(),
-          strings: vec!["é".repeat(3), String::new()],
+          strings: vec!["é".repeat(3).into(), Text::default()],
         },
       },
     ]));
@@ -1172,13 +1252,58 @@ mod tests {
     assert!(FromHost::decode(&frame[4..]).is_ok());
   }
 
+  /// Long texts are spliced in, not copied, and the pieces are the frame
+  /// the texts written in would be, byte for byte: the length prefix
+  /// counts them, and the other side decodes every reply.
+  #[test]
+  fn long_texts_are_spliced_into_reply_frames_as_they_would_be_written() {
+    let long = Text::from("é".repeat(SPLICED_TEXT_BYTES));
+    let short = Text::from("s".repeat(SPLICED_TEXT_BYTES - 1));
+    let replies = [
+      Reply { run_id: 1, call_id: 0, answer: Answer::plain(ReplyKind::Text, long.clone()) },
+      Reply { run_id: 1, call_id: 1, answer: Answer::plain(ReplyKind::Json, short.clone()) },
+      Reply {
+        run_id: 2,
+        call_id: 0,
+        answer: Answer {
+          kind: ReplyKind::Json,
+          text: "[null,null]".into(),
+          paths: "[[0,0],[1,1]]".into(),
+          strings: vec![long.clone(), short],
+        },
+      },
+    ];
+    let answers: Vec<_> = replies.iter().map(|reply| (reply.run_id, reply.call_id, &reply.answer)).collect();
+    let mut frames = SplicedFrames::from(b"before".to_vec());
+    encode_replies(&mut frames, &answers);
+    encode_replies(&mut frames, &answers[..1]);
+    // Each frame splices the long text (twice in the first), never the short.
+    assert_eq!(frames.spliced.len(), 3);
+    assert!(frames.spliced.iter().all(|(_, text)| text.as_ptr() == long.as_ptr()));
+    let mut written = b"before".to_vec();
+    let mut encoded = Vec::new();
+    ToHost::Replies(replies.to_vec()).encode(&mut encoded);
+    written.extend_from_slice(&encoded);
+    ToHost::Replies(replies[..1].to_vec()).encode(&mut written);
+    assert_eq!(frames.flattened(), written);
+    assert_eq!(frames.len(), written.len());
+    let mut wire = &frames.flattened()[6..];
+    let mut frame = Vec::new();
+    assert!(read_frame(&mut wire, &mut frame).unwrap());
+    assert_eq!(ToHost::decode(&frame).unwrap(), ToHost::Replies(replies.to_vec()));
+    assert!(read_frame(&mut wire, &mut frame).unwrap());
+    assert_eq!(ToHost::decode(&frame).unwrap(), ToHost::Replies(replies[..1].to_vec()));
+    assert!(wire.is_empty());
+  }
+
   /// Only a JSON answer has places for strings beside its text.
   #[test]
   fn strings_beside_an_answer_that_is_not_json_are_refused() {
     for kind in [ReplyKind::Reject, ReplyKind::Text] {
       let answer = Answer { kind, text: "\"a\"".into(), paths: "[[]]".into(), strings: vec!["b".into()] };
-      let mut frame = Vec::new();
-      encode_replies(&mut frame, &[(1, 0, &answer)]);
+      let mut frames = SplicedFrames::default();
+      encode_replies(&mut frames, &[(1, 0, &answer)]);
+      let frame = frames.flattened();
       assert_eq!(ToHost::decode(&frame[4..]), Err(ProtocolError("strings beside an answer that is not JSON".into())));
     }
   }

@@ -389,7 +389,7 @@ mod tests {
       kind: ReplyKind::Json,
       text: "{\"text\":null}".into(),
       paths: "[[0,\"text\"]]".into(),
-      strings: vec!["é".repeat(10)],
+      strings: vec!["é".repeat(10).into()],
     };
     let bytes = (answer.text.len() + 20) as u64;
     assert_eq!(answer.bytes(), bytes);
@@ -408,10 +408,7 @@ mod tests {
     let mut ledger = OutputLedger::new(1 << 20);
     assert_eq!(record(&mut history, &call(0, "[1]")).0, CallVerdict::Call);
     assert!(history.waiting_on_a_tool());
-    assert_eq!(
-      history.reply(0, Answer::plain(ReplyKind::Json, "10".into())),
-      ReplyVerdict::Held { send: true, grew: 2 }
-    );
+    assert_eq!(history.reply(0, Answer::plain(ReplyKind::Json, "10")), ReplyVerdict::Held { send: true, grew: 2 });
     assert!(!history.waiting_on_a_tool());
     assert_eq!(history.log(&units("one"), &ledger), LogVerdict::Admit);
     ledger.admit(&units("one"));
@@ -420,22 +417,16 @@ mod tests {
 
     history.begin_reexecution();
     assert!(!history.waiting_on_a_tool());
-    assert_eq!(
-      record(&mut history, &call(0, "[1]")).0,
-      CallVerdict::Answer(Answer::plain(ReplyKind::Json, "10".into()))
-    );
+    assert_eq!(record(&mut history, &call(0, "[1]")).0, CallVerdict::Answer(Answer::plain(ReplyKind::Json, "10")));
     assert_eq!(history.log(&units("one"), &ledger), LogVerdict::Recorded);
     assert_eq!(history.finish(&ledger), Err(Divergence::FinishedEarly));
     assert_eq!(record(&mut history, &call(1, "[2]")).0, CallVerdict::AwaitAnswer);
     assert!(history.waiting_on_a_tool());
     // The tool answers the call in flight at the death: the reply goes to
     // the execution that made it again.
-    assert_eq!(
-      history.reply(1, Answer::plain(ReplyKind::Text, "twenty".into())),
-      ReplyVerdict::Held { send: true, grew: 6 }
-    );
-    assert_eq!(history.held(1), Some(&Answer::plain(ReplyKind::Text, "twenty".into())));
-    assert_eq!(history.reply(1, Answer::plain(ReplyKind::Text, "twice".into())), ReplyVerdict::Unwanted);
+    assert_eq!(history.reply(1, Answer::plain(ReplyKind::Text, "twenty")), ReplyVerdict::Held { send: true, grew: 6 });
+    assert_eq!(history.held(1), Some(&Answer::plain(ReplyKind::Text, "twenty")));
+    assert_eq!(history.reply(1, Answer::plain(ReplyKind::Text, "twice")), ReplyVerdict::Unwanted);
     assert_eq!(record(&mut history, &call(2, "[3]")).0, CallVerdict::Call);
     assert_eq!(history.log(&units("two"), &ledger), LogVerdict::Admit);
     assert_eq!(history.finish(&ledger), Ok(()));
@@ -449,11 +440,8 @@ mod tests {
     let mut history = RunHistory::new(u32::MAX);
     record(&mut history, &call(0, "[]"));
     history.begin_reexecution();
-    assert_eq!(
-      history.reply(0, Answer::plain(ReplyKind::Json, "1".into())),
-      ReplyVerdict::Held { send: false, grew: 1 }
-    );
-    assert_eq!(record(&mut history, &call(0, "[]")).0, CallVerdict::Answer(Answer::plain(ReplyKind::Json, "1".into())));
+    assert_eq!(history.reply(0, Answer::plain(ReplyKind::Json, "1")), ReplyVerdict::Held { send: false, grew: 1 });
+    assert_eq!(record(&mut history, &call(0, "[]")).0, CallVerdict::Answer(Answer::plain(ReplyKind::Json, "1")));
   }
 
   #[test]
@@ -515,9 +503,9 @@ mod tests {
     let refused = CallVerdict::Refused(crate::failure::tool_calls_over(2));
     let mut history = RunHistory::new(2);
     assert_eq!(record(&mut history, &call(0, "[]")).0, CallVerdict::Call);
-    history.reply(0, Answer::plain(ReplyKind::Json, "0".into()));
+    history.reply(0, Answer::plain(ReplyKind::Json, "0"));
     assert_eq!(record(&mut history, &call(1, "[]")).0, CallVerdict::Call);
-    history.reply(1, Answer::plain(ReplyKind::Json, "1".into()));
+    history.reply(1, Answer::plain(ReplyKind::Json, "1"));
     assert_eq!(record(&mut history, &call(2, "[]")), (refused, 0));
     assert_eq!(record(&mut history, &call(3, "[9]")).0, CallVerdict::Refused(crate::failure::tool_calls_over(2)));
     assert!(!history.waiting_on_a_tool());
@@ -527,8 +515,8 @@ mod tests {
     let ledger = OutputLedger::new(1 << 20);
     assert_eq!(history.end(&ledger).calls, 2);
     history.begin_reexecution();
-    assert_eq!(record(&mut history, &call(0, "[]")).0, CallVerdict::Answer(Answer::plain(ReplyKind::Json, "0".into())));
-    assert_eq!(record(&mut history, &call(1, "[]")).0, CallVerdict::Answer(Answer::plain(ReplyKind::Json, "1".into())));
+    assert_eq!(record(&mut history, &call(0, "[]")).0, CallVerdict::Answer(Answer::plain(ReplyKind::Json, "0")));
+    assert_eq!(record(&mut history, &call(1, "[]")).0, CallVerdict::Answer(Answer::plain(ReplyKind::Json, "1")));
     assert_eq!(record(&mut history, &call(2, "[]")).0, CallVerdict::Refused(crate::failure::tool_calls_over(2)));
     assert_eq!(history.bytes(), 2 * CALL_RECORD_BYTES + 2);
   }
@@ -559,8 +547,8 @@ mod tests {
     assert_eq!(history.give_up(), 2 * CALL_RECORD_BYTES + 1000);
     assert!(!history.replayable());
     assert_eq!(
-      history.reply(1, Answer::plain(ReplyKind::Text, "y".into())),
-      ReplyVerdict::Pass(Answer::plain(ReplyKind::Text, "y".into()))
+      history.reply(1, Answer::plain(ReplyKind::Text, "y")),
+      ReplyVerdict::Pass(Answer::plain(ReplyKind::Text, "y"))
     );
     assert_eq!(history.held(0), None);
     assert_eq!(record(&mut history, &call(2, "[]")), (CallVerdict::Call, 0));

@@ -7,8 +7,9 @@
 //! still settles through the same ledger, and a run's history (`history`),
 //! from which the harness executes a run again on another host, with the
 //! readings of its clocks (`readings`); and the channel's shared-memory
-//! rings (`ring`, in a `shared_region`, with `doorbell`s to wake a sleeper).
-//! Pure Rust: no V8, no napi.
+//! rings (`ring`, in a `shared_region`, with `doorbell`s to wake a sleeper),
+//! and the replies' texts that both sides share rather than copy (`text`,
+//! long ones in a `large_block` each). Pure Rust: no V8, no napi.
 
 #![deny(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
@@ -21,6 +22,7 @@ pub mod failure;
 pub mod frame;
 pub mod history;
 pub mod inbox;
+pub mod large_block;
 pub mod ledger;
 pub mod lock;
 pub mod out_of_band;
@@ -29,3 +31,4 @@ pub mod readings;
 pub mod ring;
 pub mod shared_region;
 pub mod socket;
+pub mod text;

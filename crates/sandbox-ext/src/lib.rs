@@ -20,6 +20,7 @@ use deno_error::JsErrorBox;
 use dsh_protocol::frame::{encoded_call_len, MAX_CALL_BYTES};
 use dsh_protocol::out_of_band::RawString;
 use dsh_protocol::readings::Clock;
+use dsh_protocol::text::Text;
 
 // What the ops call, each beside its subject.
 mod digest;
@@ -46,7 +47,7 @@ pub struct ReplyBatch {
   pub ids: Vec<u32>,
   pub oks: Vec<bool>,
   pub raws: Vec<bool>,
-  pub texts: Vec<String>,
+  pub texts: Vec<Text>,
   pub beside: Vec<Option<StringsBeside>>,
 }
 
@@ -56,7 +57,7 @@ pub struct ReplyBatch {
 #[derive(Debug, serde::Serialize)]
 pub struct StringsBeside {
   pub paths: String,
-  pub strings: Vec<String>,
+  pub strings: Vec<Text>,
 }
 
 /// How a program settled, as reported by the bootstrap's driver.

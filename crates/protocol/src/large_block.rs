@@ -1,0 +1,141 @@
+//! A block of memory mapped on its own, at a huge page's boundary and
+//! advised to use transparent huge pages (`MADV_HUGEPAGE`): where a long
+//! text is written once on its way across the channel ([`crate::text`]).
+//!
+//! Why: each long text crosses into fresh memory (a tool's reply read out
+//! of Node's string on the harness's main thread; the host's copy of it),
+//! since each is kept (in the run's history, in the program) while the
+//! next arrives. The system allocator maps such a block page by page, and
+//! on the VMs this runs on, writing 4 MB into fresh 4 KiB pages costs about
+//! six times the copy itself (a fault per page); fresh huge pages cost
+//! about one and a half copies (`bench/`'s string-result rows). Where
+//! transparent huge pages are off (`/sys/kernel/mm/transparent_hugepage/
+//! enabled` is `never`) the advice is ignored and the block is in small
+//! pages, as the system allocator would have mapped it.
+//!
+//! Only huge pages the block covers whole are used: the mapping is the
+//! block's length rounded up to a small page, so it holds no more memory
+//! than its length, to the page; its tail is in small pages. Dropping it
+//! unmaps it: the memory goes back to the OS at once.
+
+use std::ptr::NonNull;
+
+/// A transparent huge page on x86-64 (and on aarch64 with 4 KiB pages).
+pub const HUGE_PAGE: usize = 2 << 20;
+
+/// The small page (4 KiB on every target this builds for; a larger page
+/// only rounds a mapping further).
+const PAGE: usize = 4096;
+
+/// An anonymous private mapping of `len` bytes (see the module doc).
+pub struct LargeBlock {
+  start: NonNull<u8>,
+  /// The mapping's length: a whole number of small pages.
+  len: usize,
+}
+
+// SAFETY: the block is plain memory owned by this value alone; access goes
+// through `&self`/`&mut self`, so Rust's borrow rules order it.
+unsafe impl Send for LargeBlock {}
+// SAFETY: as above: shared access only reads.
+unsafe impl Sync for LargeBlock {}
+
+impl LargeBlock {
+  /// A zeroed block of at least `len` bytes (`len` > 0), or `None` when the
+  /// OS refuses the mapping.
+  pub fn new(len: usize) -> Option<LargeBlock> {
+    let len = len.max(1).checked_next_multiple_of(PAGE)?;
+    // Room to slide to a huge page's boundary; the excess is unmapped.
+    let reserved = len.checked_add(HUGE_PAGE)?;
+    // SAFETY: an anonymous private mapping at an address the OS chooses;
+    // no existing memory is touched.
+    let base = unsafe {
+      libc::mmap(
+        std::ptr::null_mut(),
+        reserved,
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+        -1,
+        0,
+      )
+    };
+    if base == libc::MAP_FAILED {
+      return None;
+    }
+    let base = base as usize;
+    let start = base.next_multiple_of(HUGE_PAGE);
+    let end = start + len;
+    // SAFETY: both ranges lie within the mapping just made (before `start`,
+    // and from `end` to its end), which nothing else knows of.
+    unsafe {
+      if start > base {
+        libc::munmap(base as *mut libc::c_void, start - base);
+      }
+      if base + reserved > end {
+        libc::munmap(end as *mut libc::c_void, base + reserved - end);
+      }
+      // Advice only: refused where transparent huge pages are unsupported,
+      // and then the block is in small pages.
+      libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+    }
+    Some(LargeBlock { start: NonNull::new(start as *mut u8)?, len })
+  }
+
+  /// Its bytes (zero until written).
+  pub fn bytes(&self) -> &[u8] {
+    // SAFETY: the mapping is `len` readable bytes while `self` lives.
+    unsafe { std::slice::from_raw_parts(self.start.as_ptr(), self.len) }
+  }
+
+  /// Its bytes, to write.
+  pub fn bytes_mut(&mut self) -> &mut [u8] {
+    // SAFETY: the mapping is `len` writable bytes, borrowed uniquely.
+    unsafe { std::slice::from_raw_parts_mut(self.start.as_ptr(), self.len) }
+  }
+
+  /// Keep only the first `len` bytes (to the page); the rest is unmapped.
+  pub fn shrink(&mut self, len: usize) {
+    let kept = len.max(1).next_multiple_of(PAGE);
+    if kept < self.len {
+      // SAFETY: the tail lies within this block's mapping, past what it
+      // keeps, and nothing borrows it (`&mut self`).
+      unsafe { libc::munmap(self.start.as_ptr().add(kept).cast(), self.len - kept) };
+      self.len = kept;
+    }
+  }
+}
+
+impl Drop for LargeBlock {
+  fn drop(&mut self) {
+    // SAFETY: the mapping is this block's alone, and nothing uses it after.
+    unsafe { libc::munmap(self.start.as_ptr().cast(), self.len) };
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn a_block_is_zeroed_writable_and_starts_at_a_huge_page() {
+    for len in [1, PAGE, HUGE_PAGE, HUGE_PAGE + 1, 5 * HUGE_PAGE + 12345] {
+      let mut block = LargeBlock::new(len).unwrap();
+      assert_eq!(block.bytes().as_ptr() as usize % HUGE_PAGE, 0);
+      assert!(block.bytes().len() >= len);
+      assert!(block.bytes().iter().all(|byte| *byte == 0));
+      block.bytes_mut().fill(7);
+      assert!(block.bytes().iter().all(|byte| *byte == 7));
+    }
+  }
+
+  #[test]
+  fn a_shrunk_block_keeps_its_head_to_the_page() {
+    let mut block = LargeBlock::new(8 * HUGE_PAGE).unwrap();
+    block.bytes_mut()[..10].copy_from_slice(b"0123456789");
+    let start = block.bytes().as_ptr();
+    block.shrink(HUGE_PAGE + 10);
+    assert_eq!(block.bytes().as_ptr(), start);
+    assert_eq!(block.bytes().len(), HUGE_PAGE + PAGE);
+    assert_eq!(&block.bytes()[..10], b"0123456789");
+  }
+}
