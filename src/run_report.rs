@@ -89,7 +89,7 @@ mod tests {
       function: 0,
       args: "{\"a\":null,\"b\":null}".into(),
       paths: "[[0,\"a\"],[1,\"b\"]]".into(),
-      strings: vec![RawString::Latin1(vec![b'x'; 3]), RawString::Utf16(vec![0x20ac; 2])],
+      strings: vec![RawString::Latin1(vec![b'x'; 3].into()), RawString::Utf16(vec![0x20ac; 2])],
     };
     cost.called(&call);
     cost.answered(5);

@@ -312,7 +312,7 @@ fn call_with_a_string(json: &str, places: &str) -> String {
   hex_of(&FromHost::Calls(vec![BindingCall {
     args: json.to_owned(),
     paths: places.to_owned(),
-    strings: vec![RawString::Latin1(b"x".to_vec())],
+    strings: vec![RawString::Latin1(b"x".to_vec().into())],
     ..no_strings()
   }]))
 }

@@ -32,7 +32,7 @@ use dsh_isolate_host::platform::{self, OptimizingCompiler};
 use dsh_isolate_host::run::{Recorded, RunEvents, RunJob};
 use dsh_isolate_host::scheduler::{Scheduler, Submission};
 use dsh_protocol::failure::StopReason;
-use dsh_protocol::frame::{ExecutionCost, FromHost, HistoryEnd, Reply, RunSeed, ToHost, JOURNAL_FD};
+use dsh_protocol::frame::{ExecutionCost, FromHost, HistoryEnd, Reply, RunSeed, SplicedFrames, ToHost, JOURNAL_FD};
 use dsh_protocol::inbox::{Inbox, Next, Watching};
 use dsh_protocol::ledger::{FailureKind, OutputLedger};
 use dsh_protocol::readings::Readings;
@@ -48,10 +48,13 @@ struct Channel {
 }
 
 impl Channel {
+  /// Send one frame: a call's long one-byte strings are written into the
+  /// ring from where the call holds them, not copied into the frame first.
   fn send(&self, message: &FromHost) {
-    let mut frame = Vec::new();
-    message.encode(&mut frame);
-    if lock(&self.ring).write_all(&frame).is_err() {
+    let mut frames = SplicedFrames::default();
+    message.encode_spliced(&mut frames);
+    let ring = lock(&self.ring);
+    if frames.pieces().any(|piece| ring.write_all(piece).is_err()) {
       gone();
     }
   }

@@ -38,7 +38,7 @@ use crate::ledger::{Completion, FailureKind};
 use crate::out_of_band::{check_places, RawString};
 use crate::protections::Protections;
 use crate::readings::{Readings, Repeated, CLOCKS, REPEATED_BYTES};
-use crate::text::Text;
+use crate::text::{SharedBytes, Text};
 
 /// The host's file descriptor of the journal (see the module doc): the
 /// harness places the host's end there when it starts the host, and the
@@ -102,12 +102,12 @@ pub fn encode_replies(out: &mut SplicedFrames, replies: &[(u32, u32, &Answer)]) 
   let SplicedFrames { bytes, spliced } = out;
   let mut frame = FrameWriter::new(bytes, REPLIES).u32(len32(replies.len()));
   for &(run_id, call_id, answer) in replies {
-    frame = frame.u32(run_id).u32(call_id).u8(answer.kind as u8).shared(&answer.text, spliced);
+    frame = frame.u32(run_id).u32(call_id).u8(answer.kind as u8).shared(answer.text.shared_bytes(), spliced);
     frame = frame.u32(len32(answer.strings.len()));
     if !answer.strings.is_empty() {
       frame = frame.text(&answer.paths);
       for string in &answer.strings {
-        frame = frame.shared(string, spliced);
+        frame = frame.shared(string.shared_bytes(), spliced);
       }
     }
   }
@@ -120,13 +120,13 @@ pub fn encode_replies(out: &mut SplicedFrames, replies: &[(u32, u32, &Answer)]) 
 pub const SPLICED_TEXT_BYTES: usize = 64 * 1024;
 
 /// Frames whose long texts are shared, not copied into them: `bytes`, with
-/// each of `spliced` (a text and the offset into `bytes` where it goes, in
-/// order) sent in its place. On the wire they are the frames `bytes` would
-/// be with every text written in.
+/// each of `spliced` (a text's bytes and the offset into `bytes` where
+/// they go, in order) sent in its place. On the wire they are the frames
+/// `bytes` would be with every text written in.
 #[derive(Debug, Default)]
 pub struct SplicedFrames {
   pub bytes: Vec<u8>,
-  pub spliced: Vec<(usize, Text)>,
+  pub spliced: Vec<(usize, SharedBytes)>,
 }
 
 impl SplicedFrames {
@@ -149,6 +149,14 @@ impl SplicedFrames {
 
   pub fn is_empty(&self) -> bool {
     self.len() == 0
+  }
+
+  /// Their bytes in one buffer (`bytes` itself when nothing is spliced).
+  pub fn into_bytes(self) -> Vec<u8> {
+    if self.spliced.is_empty() {
+      return self.bytes;
+    }
+    self.flattened()
   }
 
   /// Their bytes, written in one buffer.
@@ -584,15 +592,15 @@ impl<'a> FrameWriter<'a> {
     this
   }
 
-  /// A text as [`FrameWriter::text`] writes it, spliced into `spliced` in
-  /// place of its bytes when it is long.
-  fn shared(mut self, text: &Text, spliced: &mut Vec<(usize, Text)>) -> Self {
-    if text.len() < SPLICED_TEXT_BYTES {
-      return self.text(text);
+  /// Bytes as [`FrameWriter::text`] writes a text's (their length, then
+  /// them), spliced into `spliced` in place of the bytes when they are long.
+  fn shared(mut self, bytes: &SharedBytes, spliced: &mut Vec<(usize, SharedBytes)>) -> Self {
+    self = self.u32(len32(bytes.len()));
+    if bytes.len() < SPLICED_TEXT_BYTES {
+      return self.bytes(bytes);
     }
-    self = self.u32(len32(text.len()));
-    spliced.push((self.out.len(), text.clone()));
-    self.spliced += text.len();
+    spliced.push((self.out.len(), bytes.clone()));
+    self.spliced += bytes.len();
     self
   }
 
@@ -668,7 +676,7 @@ impl ToHost {
         let replies: Vec<_> = replies.iter().map(|reply| (reply.run_id, reply.call_id, &reply.answer)).collect();
         let mut frames = SplicedFrames::from(std::mem::take(out));
         encode_replies(&mut frames, &replies);
-        *out = frames.flattened();
+        *out = frames.into_bytes();
       }
       ToHost::StatsRequest { seq } => FrameWriter::new(out, STATS_REQUEST).u64(*seq).finish(),
       ToHost::Shutdown => FrameWriter::new(out, SHUTDOWN).finish(),
@@ -777,33 +785,43 @@ impl FromHost {
     matches!(self, FromHost::Started { .. } | FromHost::Log { .. } | FromHost::Readings { .. })
   }
 
+  /// Append this message as one frame, its long one-byte strings
+  /// spliced in rather than copied (a `Calls` frame's: [`SplicedFrames`]).
+  pub fn encode_spliced(&self, out: &mut SplicedFrames) {
+    let FromHost::Calls(calls) = self else { return self.encode(&mut out.bytes) };
+    let SplicedFrames { bytes, spliced } = out;
+    let mut frame = FrameWriter::new(bytes, CALLS).u32(len32(calls.len()));
+    for call in calls {
+      frame = frame
+        .u32(call.run_id)
+        .u32(call.call_id)
+        .u32(call.namespace)
+        .u32(call.function)
+        .text(&call.args)
+        .u32(len32(call.strings.len()));
+      if !call.strings.is_empty() {
+        frame = frame.text(&call.paths);
+        for string in &call.strings {
+          frame = match string {
+            RawString::Latin1(bytes) => frame.u8(LATIN1).shared(bytes, spliced),
+            RawString::Utf16(units) => frame.u8(UTF16).utf16(units),
+          };
+        }
+      }
+    }
+    frame.finish()
+  }
+
   /// Append this message as one frame.
   pub fn encode(&self, out: &mut Vec<u8>) {
     match self {
       FromHost::Ready { protections } => FrameWriter::new(out, READY).u32(protections.bits()).finish(),
       FromHost::Started { run_id } => FrameWriter::new(out, STARTED).u32(*run_id).finish(),
       FromHost::Log { run_id, text } => encode_log(out, *run_id, text),
-      FromHost::Calls(calls) => {
-        let mut frame = FrameWriter::new(out, CALLS).u32(len32(calls.len()));
-        for call in calls {
-          frame = frame
-            .u32(call.run_id)
-            .u32(call.call_id)
-            .u32(call.namespace)
-            .u32(call.function)
-            .text(&call.args)
-            .u32(len32(call.strings.len()));
-          if !call.strings.is_empty() {
-            frame = frame.text(&call.paths);
-            for string in &call.strings {
-              frame = match string {
-                RawString::Latin1(bytes) => frame.u8(LATIN1).u32(len32(bytes.len())).bytes(bytes),
-                RawString::Utf16(units) => frame.u8(UTF16).utf16(units),
-              };
-            }
-          }
-        }
-        frame.finish()
+      FromHost::Calls(_) => {
+        let mut frames = SplicedFrames::from(std::mem::take(out));
+        self.encode_spliced(&mut frames);
+        *out = frames.into_bytes();
       }
       FromHost::Finished { run_id, cost, completion } => {
         let frame = FrameWriter::new(out, FINISHED)
@@ -855,7 +873,7 @@ impl FromHost {
               let string = match fields.u8()? {
                 LATIN1 => {
                   let len = fields.u32()? as usize;
-                  RawString::Latin1(fields.take(len)?.to_vec())
+                  RawString::Latin1(SharedBytes::copy_of(fields.take(len)?))
                 }
                 UTF16 => RawString::Utf16(fields.utf16()?),
                 code => return Err(ProtocolError(format!("an out-of-band string of unknown encoding {code}"))),
@@ -1105,7 +1123,7 @@ mod tests {
         function: 0,
         args: "{\"a\":null,\"b\":[null]}".into(),
         paths: "[[0,\"a\"],[1,\"b\",0]]".into(),
-        strings: vec![RawString::Latin1(vec![0xe9, b'x']), RawString::Utf16(vec![0xd800, 0x41])],
+        strings: vec![RawString::Latin1(vec![0xe9, b'x'].into()), RawString::Utf16(vec![0xd800, 0x41])],
       },
     ]));
     let cost = ExecutionCost { cpu_us: 1.5, peak_heap_bytes: 2, peak_external_bytes: 3 };
@@ -1172,7 +1190,7 @@ mod tests {
       BindingCall {
         args: "[null,{\"a\":null}]".into(),
         paths: "[[0,0],[1,1,\"a\"]]".into(),
-        strings: vec![RawString::Latin1(b"abc".to_vec()), RawString::Utf16(vec![0xdc00, 0x41])],
+        strings: vec![RawString::Latin1(b"abc".to_vec().into()), RawString::Utf16(vec![0xdc00, 0x41])],
         ..no_strings()
       },
     ];
@@ -1197,7 +1215,7 @@ mod tests {
         function: 0,
         args: "[null,{\"a\":null}]".into(),
         paths: "[[0,0],[1,1,\"a\"]]".into(),
-        strings: vec![RawString::Latin1(b"abc".to_vec()), RawString::Utf16(vec![0xdc00])],
+        strings: vec![RawString::Latin1(b"abc".to_vec().into()), RawString::Utf16(vec![0xdc00])],
       },
     ])
     .encode(&mut valid);
@@ -1296,6 +1314,34 @@ mod tests {
     assert!(wire.is_empty());
   }
 
+  /// A call's long one-byte strings are spliced in too, and decode back.
+  #[test]
+  fn long_one_byte_strings_are_spliced_into_calls_frames() {
+    let long = SharedBytes::from(vec![0xe9; SPLICED_TEXT_BYTES]);
+    let call = BindingCall {
+      run_id: 1,
+      call_id: 2,
+      namespace: 0,
+      function: 0,
+      args: "[null,null,null]".into(),
+      paths: "[[0,0],[1,1],[2,2]]".into(),
+      strings: vec![
+        RawString::Latin1(long.clone()),
+        RawString::Latin1(vec![b's'; SPLICED_TEXT_BYTES - 1].into()),
+        RawString::Utf16(vec![0xd800; SPLICED_TEXT_BYTES]),
+      ],
+    };
+    let message = FromHost::Calls(vec![call]);
+    let mut frames = SplicedFrames::default();
+    message.encode_spliced(&mut frames);
+    assert_eq!(frames.spliced.len(), 1);
+    assert_eq!(frames.spliced[0].1.as_ptr(), long.as_ptr());
+    let wire = frames.flattened();
+    let mut frame = Vec::new();
+    assert!(read_frame(&mut wire.as_slice(), &mut frame).unwrap());
+    assert_eq!(FromHost::decode(&frame).unwrap(), message);
+  }
+
   /// Only a JSON answer has places for strings beside its text.
   #[test]
   fn strings_beside_an_answer_that_is_not_json_are_refused() {
@@ -1330,7 +1376,7 @@ mod tests {
       FromHost::Calls(vec![call]).encode(&mut out);
       FromHost::decode(&out[4..])
     };
-    let one = || vec![RawString::Latin1(b"long".to_vec())];
+    let one = || vec![RawString::Latin1(b"long".to_vec().into())];
     assert!(decode("{\"text\":null}", "[[0,\"text\"]]", one()).is_ok());
     // One string in two places.
     assert!(decode("[null,null]", "[[0,0],[0,1]]", one()).is_ok());

@@ -465,7 +465,7 @@ mod tests {
     // A long string that crossed beside the JSON is part of the argument.
     let mut with_string = call(0, "[1]");
     with_string.paths = "[[0,0]]".into();
-    with_string.strings = vec![RawString::Latin1(b"x".to_vec())];
+    with_string.strings = vec![RawString::Latin1(b"x".to_vec().into())];
     history.begin_reexecution();
     assert_eq!(record(&mut history, &with_string).0, CallVerdict::Diverged(Divergence::Call(1)));
     // The same text held as UTF-16 is another argument as it crossed.

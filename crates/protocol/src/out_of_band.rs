@@ -16,11 +16,13 @@
 //! JSON parser: a text it passes that is not JSON is refused later, by
 //! `JSON.parse`, as any argument that is not lossless JSON.
 
+use crate::text::SharedBytes;
+
 /// A long string as it crosses: the one-byte (Latin-1) or two-byte
 /// (UTF-16, lone surrogates and all) contents of the V8 string.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RawString {
-  Latin1(Vec<u8>),
+  Latin1(SharedBytes),
   Utf16(Vec<u16>),
 }
 

@@ -1,8 +1,11 @@
-//! An immutable UTF-8 text that is shared, not copied: a binding call's
-//! reply as the harness holds it (in the run's history, and in the frame
-//! that sends it, `frame::encode_replies`) and as the host hands it to the
-//! program. A long one is written once, into a block of its own in huge
-//! pages (`large_block`); a short one is a `String`.
+//! Immutable bytes that are shared, not copied ([`SharedBytes`]), and
+//! UTF-8 texts made of them ([`Text`]): what crosses the channel long (a
+//! tool's reply, a call's one-byte string argument) as each side holds it,
+//! once: the harness in the run's history and in the frame that sends it
+//! (`frame::SplicedFrames`), the host in the frame that sends a call and
+//! until the program has the reply. Long ones are written once, into a
+//! block of their own in huge pages (`large_block`); short ones are a
+//! `Vec`'s.
 
 use std::fmt;
 use std::mem::MaybeUninit;
@@ -11,13 +14,13 @@ use std::sync::Arc;
 
 use crate::large_block::{LargeBlock, HUGE_PAGE};
 
-/// See the module doc. Cloning shares it.
+/// See the module doc. Cloning shares them.
 #[derive(Clone, Default)]
-pub struct Text(Arc<Stored>);
+pub struct SharedBytes(Arc<Stored>);
 
 enum Stored {
-  Small(String),
-  /// The first `len` bytes of `block` are UTF-8 (checked when written).
+  Small(Vec<u8>),
+  /// The first `len` bytes of `block`.
   Large {
     block: LargeBlock,
     len: usize,
@@ -26,9 +29,111 @@ enum Stored {
 
 impl Default for Stored {
   fn default() -> Stored {
-    Stored::Small(String::new())
+    Stored::Small(Vec::new())
   }
 }
+
+impl SharedBytes {
+  /// A copy of `bytes`: in a block of its own when they are long.
+  pub fn copy_of(bytes: &[u8]) -> SharedBytes {
+    if bytes.len() >= HUGE_PAGE {
+      if let Some(mut block) = LargeBlock::new(bytes.len()) {
+        block.bytes_mut()[..bytes.len()].copy_from_slice(bytes);
+        return SharedBytes(Arc::new(Stored::Large { block, len: bytes.len() }));
+      }
+    }
+    SharedBytes::from(bytes.to_vec())
+  }
+
+  /// The bytes `write` writes into a buffer of `room` bytes, returning how
+  /// many it wrote (`None`: more than the room). When they are expected
+  /// to be long (`expected` bytes or so), the buffer is a block of its own
+  /// (zeroed), cut to what was written; else a `Vec`'s (not initialised).
+  ///
+  /// # Safety
+  /// `write` initialises the bytes at the start of the buffer that it
+  /// reports it wrote.
+  pub unsafe fn write<E>(
+    room: usize,
+    expected: usize,
+    write: impl FnOnce(&mut [MaybeUninit<u8>]) -> Result<usize, E>,
+  ) -> Result<Option<SharedBytes>, E> {
+    if expected >= HUGE_PAGE {
+      if let Some(mut block) = LargeBlock::new(room) {
+        let buffer = &mut block.bytes_mut()[..room];
+        // SAFETY: a `u8` is a valid `MaybeUninit<u8>` with the same layout;
+        // `write` only writes bytes (any of which is a valid `u8`).
+        let len = write(unsafe { &mut *(buffer as *mut [u8] as *mut [MaybeUninit<u8>]) })?;
+        if len > room {
+          return Ok(None);
+        }
+        block.shrink(len);
+        return Ok(Some(SharedBytes(Arc::new(Stored::Large { block, len }))));
+      }
+    }
+    let mut bytes = Vec::with_capacity(room);
+    let len = write(&mut bytes.spare_capacity_mut()[..room])?;
+    if len > room {
+      return Ok(None);
+    }
+    // SAFETY: `write` initialised the first `len` bytes (the caller's
+    // contract), within the capacity (checked above).
+    unsafe { bytes.set_len(len) };
+    bytes.shrink_to_fit();
+    Ok(Some(SharedBytes::from(bytes)))
+  }
+
+  pub fn as_bytes(&self) -> &[u8] {
+    match &*self.0 {
+      Stored::Small(bytes) => bytes,
+      Stored::Large { block, len } => block.bytes().get(..*len).unwrap_or_default(),
+    }
+  }
+}
+
+impl From<Vec<u8>> for SharedBytes {
+  fn from(bytes: Vec<u8>) -> SharedBytes {
+    SharedBytes(Arc::new(Stored::Small(bytes)))
+  }
+}
+
+impl From<&[u8]> for SharedBytes {
+  fn from(bytes: &[u8]) -> SharedBytes {
+    SharedBytes::copy_of(bytes)
+  }
+}
+
+impl Deref for SharedBytes {
+  type Target = [u8];
+
+  fn deref(&self) -> &[u8] {
+    self.as_bytes()
+  }
+}
+
+impl AsRef<[u8]> for SharedBytes {
+  fn as_ref(&self) -> &[u8] {
+    self.as_bytes()
+  }
+}
+
+impl PartialEq for SharedBytes {
+  fn eq(&self, other: &SharedBytes) -> bool {
+    self.as_bytes() == other.as_bytes()
+  }
+}
+
+impl Eq for SharedBytes {}
+
+impl fmt::Debug for SharedBytes {
+  fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    fmt::Debug::fmt(self.as_bytes(), f)
+  }
+}
+
+/// [`SharedBytes`] that are UTF-8 (checked when made). Cloning shares it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Text(SharedBytes);
 
 /// Bytes written as a text that are not UTF-8, or more than the room.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,71 +142,42 @@ pub struct NotText;
 impl Text {
   /// A copy of `text`: in a block of its own when it is long.
   pub fn copy_of(text: &str) -> Text {
-    if text.len() >= HUGE_PAGE {
-      if let Some(mut block) = LargeBlock::new(text.len()) {
-        block.bytes_mut()[..text.len()].copy_from_slice(text.as_bytes());
-        return Text(Arc::new(Stored::Large { block, len: text.len() }));
-      }
-    }
-    Text::from(text.to_owned())
+    Text(SharedBytes::copy_of(text.as_bytes()))
   }
 
-  /// The text `write` writes into a buffer of `room` bytes, returning how
-  /// many it wrote; checked to be UTF-8. When it is expected to be long
-  /// (`expected` bytes or so), the buffer is a block of its own (zeroed),
-  /// cut to what was written; else a `String`'s (not initialised).
+  /// As [`SharedBytes::write`], checked to be UTF-8.
   ///
   /// # Safety
-  /// `write` initialises the bytes at the start of the buffer that it
-  /// reports it wrote (at most the buffer's length).
+  /// As [`SharedBytes::write`].
   pub unsafe fn write<E>(
     room: usize,
     expected: usize,
     write: impl FnOnce(&mut [MaybeUninit<u8>]) -> Result<usize, E>,
   ) -> Result<Result<Text, NotText>, E> {
-    if expected >= HUGE_PAGE {
-      if let Some(mut block) = LargeBlock::new(room) {
-        let buffer = &mut block.bytes_mut()[..room];
-        // SAFETY: a `u8` is a valid `MaybeUninit<u8>` with the same layout;
-        // `write` only writes bytes (any of which is a valid `u8`).
-        let len = write(unsafe { &mut *(buffer as *mut [u8] as *mut [MaybeUninit<u8>]) })?;
-        let Some(bytes) = block.bytes().get(..len.min(room)) else { return Ok(Err(NotText)) };
-        if len > room || std::str::from_utf8(bytes).is_err() {
-          return Ok(Err(NotText));
-        }
-        block.shrink(len);
-        return Ok(Ok(Text(Arc::new(Stored::Large { block, len }))));
-      }
-    }
-    let mut bytes = Vec::with_capacity(room);
-    let len = write(&mut bytes.spare_capacity_mut()[..room])?;
-    if len > room {
-      return Ok(Err(NotText));
-    }
-    // SAFETY: `write` initialised the first `len` bytes (the caller's
-    // contract), within the capacity (checked above).
-    unsafe { bytes.set_len(len) };
-    bytes.shrink_to_fit();
-    Ok(String::from_utf8(bytes).map(Text::from).map_err(|_| NotText))
+    // SAFETY: the caller's contract, passed on.
+    let bytes = unsafe { SharedBytes::write(room, expected, write) }?;
+    Ok(match bytes {
+      Some(bytes) if std::str::from_utf8(&bytes).is_ok() => Ok(Text(bytes)),
+      _ => Err(NotText),
+    })
+  }
+
+  /// Its bytes, shared.
+  pub fn shared_bytes(&self) -> &SharedBytes {
+    &self.0
   }
 
   pub fn as_str(&self) -> &str {
-    match &*self.0 {
-      Stored::Small(text) => text,
-      Stored::Large { block, len } => {
-        let bytes = block.bytes().get(..*len).unwrap_or_default();
-        // SAFETY: a Large text's first `len` bytes were checked to be
-        // UTF-8 when they were written (`write`) or copied from a `str`
-        // (`copy_of`), and a block is never written again after.
-        unsafe { std::str::from_utf8_unchecked(bytes) }
-      }
-    }
+    // SAFETY: a Text's bytes were checked to be UTF-8 when it was made
+    // (`write`), or came from a `str` (`copy_of`, `From<String>`), and
+    // shared bytes are never written again.
+    unsafe { std::str::from_utf8_unchecked(self.0.as_bytes()) }
   }
 }
 
 impl From<String> for Text {
   fn from(text: String) -> Text {
-    Text(Arc::new(Stored::Small(text)))
+    Text(SharedBytes::from(text.into_bytes()))
   }
 }
 
@@ -124,14 +200,6 @@ impl AsRef<[u8]> for Text {
     self.as_str().as_bytes()
   }
 }
-
-impl PartialEq for Text {
-  fn eq(&self, other: &Text) -> bool {
-    self.as_str() == other.as_str()
-  }
-}
-
-impl Eq for Text {}
 
 impl fmt::Debug for Text {
   fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -174,6 +242,25 @@ mod tests {
         }
         Ok(len)
       })
+    }
+  }
+
+  #[test]
+  fn shared_bytes_read_back_as_written_short_and_long() {
+    let long: Vec<u8> = (0..HUGE_PAGE + 7).map(|at| at as u8).collect();
+    for bytes in [&[][..], &[0xff, 0, 0xe9][..], &long[..]] {
+      let copied = SharedBytes::copy_of(bytes);
+      assert_eq!(copied.as_bytes(), bytes);
+      // SAFETY: the writer initialises exactly the bytes it reports.
+      let written = unsafe {
+        SharedBytes::write(bytes.len(), bytes.len(), |buffer: &mut [MaybeUninit<u8>]| {
+          for (slot, byte) in buffer.iter_mut().zip(bytes) {
+            slot.write(*byte);
+          }
+          Ok::<_, ()>(bytes.len())
+        })
+      };
+      assert_eq!(written, Ok(Some(copied)));
     }
   }
 

@@ -10,7 +10,9 @@
 //! validate what it receives, as if a program could call it directly.
 
 use std::cell::{Cell, RefCell};
+use std::convert::Infallible;
 use std::future::Future;
+use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -20,6 +22,7 @@ use deno_error::JsErrorBox;
 use dsh_protocol::frame::{encoded_call_len, MAX_CALL_BYTES};
 use dsh_protocol::out_of_band::RawString;
 use dsh_protocol::readings::Clock;
+use dsh_protocol::text::SharedBytes;
 use dsh_protocol::text::Text;
 
 // What the ops call, each beside its subject.
@@ -315,8 +318,16 @@ fn op_dsh_call_with_strings(
   let mut raw = Vec::with_capacity(locals.len());
   for string in locals {
     raw.push(if string.is_onebyte() {
-      let mut bytes = vec![0u8; string.length()];
-      string.write_one_byte_v2(scope, 0, &mut bytes, v8::WriteFlags::empty());
+      let len = string.length();
+      let write = |buffer: &mut [MaybeUninit<u8>]| {
+        string.write_one_byte_uninit_v2(scope, 0, buffer, v8::WriteFlags::empty());
+        Ok::<_, Infallible>(len)
+      };
+      // SAFETY: V8 writes all `len` characters of a one-byte string of
+      // that length into the `len` bytes it is given.
+      let Ok(Some(bytes)) = (unsafe { SharedBytes::write(len, len, write) }) else {
+        return Err(JsErrorBox::type_error(dsh_protocol::contract::ARGUMENTS_NOT_LOSSLESS));
+      };
       RawString::Latin1(bytes)
     } else {
       RawString::Utf16(utf16(scope, &string))
