@@ -21,8 +21,10 @@
 //! message's fields in order: integers and floats little-endian, text as
 //! `u32 length + UTF-8 bytes`, text that may hold lone surrogates (log
 //! entries, abort reasons, failure messages) as `u32 units + UTF-16LE`.
-//! Bulk text crosses as the bytes it already is: one copy into the frame,
-//! one write, one read on the other side.
+//! Bulk text crosses as the bytes it already is: a long reply's text or
+//! one-byte string argument is spliced into its frame from where it is
+//! held ([`SplicedFrames`]) and written from there; a short one is copied
+//! into the frame; one read on the other side.
 //!
 //! The harness treats every byte a host sends as hostile (a host runs
 //! model code): decoding never panics, never trusts a length beyond the
