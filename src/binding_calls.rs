@@ -111,7 +111,9 @@ impl ToNapiValue for BindingCallArgs {
 /// whole string, a tenth of what a 4 MB result cost) and zero-fills its
 /// buffer, this writes once into room for the longest UTF-8 the string's
 /// UTF-16 length allows (three bytes a unit; pages never written are never
-/// touched) and gives back the rest.
+/// touched) and gives back the rest. That room is a block of its own in
+/// huge pages when the text is megabytes (`dsh_protocol::text`), and the
+/// `Text` is what the run's history keeps and the reply's frame splices.
 pub struct Utf8Text(pub Text);
 
 impl FromNapiValue for Utf8Text {

@@ -6,9 +6,11 @@
 //! account's pressure check then stops the run.
 
 use std::ffi::c_void;
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 use deno_core::v8;
+use dsh_protocol::large_block::map_anonymous;
 
 use crate::external_memory::ExternalMemory;
 
@@ -32,18 +34,7 @@ const MAPPED_BLOCK: usize = 64 * 1024;
 /// A zeroed block of `len` bytes, or null.
 fn obtain(len: usize, zeroed: bool) -> *mut c_void {
   if len >= MAPPED_BLOCK {
-    // SAFETY: an anonymous private mapping; no existing memory is touched.
-    let block = unsafe {
-      libc::mmap(
-        std::ptr::null_mut(),
-        len,
-        libc::PROT_READ | libc::PROT_WRITE,
-        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-        -1,
-        0,
-      )
-    };
-    return if block == libc::MAP_FAILED { std::ptr::null_mut() } else { block };
+    return map_anonymous(len).map_or(std::ptr::null_mut(), NonNull::as_ptr);
   }
   if zeroed {
     // SAFETY: calloc with a non-zero size; V8 owns the block until `free`.

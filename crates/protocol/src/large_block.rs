@@ -47,22 +47,7 @@ impl LargeBlock {
     let len = len.max(1).checked_next_multiple_of(PAGE)?;
     // Room to slide to a huge page's boundary; the excess is unmapped.
     let reserved = len.checked_add(HUGE_PAGE)?;
-    // SAFETY: an anonymous private mapping at an address the OS chooses;
-    // no existing memory is touched.
-    let base = unsafe {
-      libc::mmap(
-        std::ptr::null_mut(),
-        reserved,
-        libc::PROT_READ | libc::PROT_WRITE,
-        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-        -1,
-        0,
-      )
-    };
-    if base == libc::MAP_FAILED {
-      return None;
-    }
-    let base = base as usize;
+    let base = map_anonymous(reserved)?.as_ptr() as usize;
     let start = base.next_multiple_of(HUGE_PAGE);
     let end = start + len;
     // SAFETY: both ranges lie within the mapping just made (before `start`,
@@ -103,6 +88,28 @@ impl LargeBlock {
       self.len = kept;
     }
   }
+}
+
+/// A fresh anonymous private mapping of `len` bytes (zeroed, read and
+/// write), or `None` when the OS refuses it: the memory of a `LargeBlock`,
+/// and of the isolate host's large ArrayBuffer backing stores.
+pub fn map_anonymous(len: usize) -> Option<NonNull<libc::c_void>> {
+  // SAFETY: an anonymous private mapping at an address the OS chooses;
+  // no existing memory is touched.
+  let block = unsafe {
+    libc::mmap(
+      std::ptr::null_mut(),
+      len,
+      libc::PROT_READ | libc::PROT_WRITE,
+      libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+      -1,
+      0,
+    )
+  };
+  if block == libc::MAP_FAILED {
+    return None;
+  }
+  NonNull::new(block)
 }
 
 impl Drop for LargeBlock {

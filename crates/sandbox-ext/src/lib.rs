@@ -22,8 +22,7 @@ use deno_error::JsErrorBox;
 use dsh_protocol::frame::{encoded_call_len, MAX_CALL_BYTES};
 use dsh_protocol::out_of_band::RawString;
 use dsh_protocol::readings::Clock;
-use dsh_protocol::text::SharedBytes;
-use dsh_protocol::text::Text;
+use dsh_protocol::text::{SharedBytes, Text};
 
 // What the ops call, each beside its subject.
 mod digest;
