@@ -144,7 +144,7 @@ impl FromNapiValue for Utf8Text {
     };
     // Expected as long as its units (an ASCII text's bytes).
     // SAFETY: napi initialised the `written` bytes it reports (checked
-    // within the buffer above).
+    // within the buffer above), and writes only bytes.
     let text = unsafe { Text::write(room, units, read) }?;
     // Checked, not assumed (`Text::write`): V8 writes valid UTF-8, and a
     // check costs a fraction of the copy.

@@ -52,7 +52,8 @@ impl SharedBytes {
   ///
   /// # Safety
   /// `write` initialises the bytes at the start of the buffer that it
-  /// reports it wrote.
+  /// reports it wrote, and writes no uninitialised value anywhere in it (a
+  /// block's memory is plain bytes, read as such after).
   pub unsafe fn write<E>(
     room: usize,
     expected: usize,
@@ -61,8 +62,9 @@ impl SharedBytes {
     if expected >= HUGE_PAGE {
       if let Some(mut block) = LargeBlock::new(room) {
         let buffer = &mut block.bytes_mut()[..room];
-        // SAFETY: a `u8` is a valid `MaybeUninit<u8>` with the same layout;
-        // `write` only writes bytes (any of which is a valid `u8`).
+        // SAFETY: a `u8` is a valid `MaybeUninit<u8>` with the same layout,
+        // and `write` writes only initialised bytes into it (the caller's
+        // contract), so the block stays plain bytes.
         let len = write(unsafe { &mut *(buffer as *mut [u8] as *mut [MaybeUninit<u8>]) })?;
         if len > room {
           return Ok(None);

@@ -323,7 +323,7 @@ fn op_dsh_call_with_strings(
         Ok::<_, Infallible>(len)
       };
       // SAFETY: V8 writes all `len` characters of a one-byte string of
-      // that length into the `len` bytes it is given.
+      // that length into the `len` bytes it is given, and only them.
       let Ok(Some(bytes)) = (unsafe { SharedBytes::write(len, len, write) }) else {
         return Err(JsErrorBox::type_error(dsh_protocol::contract::ARGUMENTS_NOT_LOSSLESS));
       };
