@@ -99,12 +99,6 @@ impl From<Vec<u8>> for SharedBytes {
   }
 }
 
-impl From<&[u8]> for SharedBytes {
-  fn from(bytes: &[u8]) -> SharedBytes {
-    SharedBytes::copy_of(bytes)
-  }
-}
-
 impl Deref for SharedBytes {
   type Target = [u8];
 
@@ -197,12 +191,6 @@ impl Deref for Text {
   }
 }
 
-impl AsRef<[u8]> for Text {
-  fn as_ref(&self) -> &[u8] {
-    self.as_str().as_bytes()
-  }
-}
-
 impl fmt::Debug for Text {
   fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     fmt::Debug::fmt(self.as_str(), f)
@@ -233,18 +221,21 @@ mod tests {
     }
   }
 
-  /// `Text::write` with a writer that writes `bytes` and reports `len`.
+  /// A writer that writes `bytes` and reports `len`.
+  fn writer(bytes: &[u8], len: usize) -> impl FnOnce(&mut [MaybeUninit<u8>]) -> Result<usize, ()> + '_ {
+    move |buffer| {
+      for (slot, byte) in buffer.iter_mut().zip(bytes) {
+        slot.write(*byte);
+      }
+      Ok(len)
+    }
+  }
+
+  /// `Text::write` with [`writer`].
   fn write(room: usize, expected: usize, bytes: &[u8], len: usize) -> Result<Result<Text, NotText>, ()> {
     // SAFETY: the writer initialises the first `bytes.len()` bytes, and
     // every test's `len` is at most that (or past the room, refused).
-    unsafe {
-      Text::write(room, expected, |buffer: &mut [MaybeUninit<u8>]| {
-        for (slot, byte) in buffer.iter_mut().zip(bytes) {
-          slot.write(*byte);
-        }
-        Ok(len)
-      })
-    }
+    unsafe { Text::write(room, expected, writer(bytes, len)) }
   }
 
   #[test]
@@ -254,14 +245,7 @@ mod tests {
       let copied = SharedBytes::copy_of(bytes);
       assert_eq!(copied.as_bytes(), bytes);
       // SAFETY: the writer initialises exactly the bytes it reports.
-      let written = unsafe {
-        SharedBytes::write(bytes.len(), bytes.len(), |buffer: &mut [MaybeUninit<u8>]| {
-          for (slot, byte) in buffer.iter_mut().zip(bytes) {
-            slot.write(*byte);
-          }
-          Ok::<_, ()>(bytes.len())
-        })
-      };
+      let written = unsafe { SharedBytes::write(bytes.len(), bytes.len(), writer(bytes, bytes.len())) };
       assert_eq!(written, Ok(Some(copied)));
     }
   }
