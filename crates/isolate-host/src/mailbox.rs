@@ -72,6 +72,18 @@ pub type TakeReplies = Box<dyn Fn(&mut Watching) + Send + Sync>;
 /// threads, on a machine of two). Measured on Code Mode shaped runs (5
 /// tool calls each): the channel polls of spinning pumps fell from ~500 to
 /// ~170 a run, and the hosts' CPU by ~1 ms a run.
+///
+/// The spin yields its CPU at every turn (`sched_yield`). The thread the
+/// reply comes from is often woken onto the CPU the pump spins on: traced
+/// with the scheduler's events on a 2-vCPU VM, Node's main thread, woken by
+/// its reader for the run's next call, waited in that CPU's run queue for
+/// the pump's whole spin (~200 us) while the other CPU idled, since the
+/// kernel lets a running thread finish its slice even against a woken
+/// thread of a higher priority. Yielding, the sequential round trip took
+/// 0.64-0.77x the time (A/B, both orders), Code Mode shaped runs alike.
+/// (The harness's linger does not yield: there it made Code Mode shaped
+/// runs ~20% slower, the main thread giving its CPU to a host's isolate
+/// preparation for a whole slice.)
 const SPIN_BEFORE_PARK: Duration = Duration::from_micros(200);
 
 impl Mailbox {
@@ -137,10 +149,12 @@ impl Mailbox {
           let until = Instant::now() + SPIN_BEFORE_PARK;
           let mut watching = Watching::default();
           while !self.pending.load(Ordering::Acquire) && Instant::now() < until {
-            match self.take_replies.get() {
-              Some(take_replies) => take_replies(&mut watching),
-              None => std::hint::spin_loop(),
+            if let Some(take_replies) = self.take_replies.get() {
+              take_replies(&mut watching);
             }
+            // Each turn gives way to a thread waiting for this CPU (see
+            // SPIN_BEFORE_PARK); on a CPU nobody else wants it returns at once.
+            std::thread::yield_now();
           }
         });
         if let Some(replies) = self.try_take() {
