@@ -578,6 +578,64 @@ describe('long string arguments (they cross beside the JSON)', () => {
     )
     expect(result).toEqual({ logs: [], value: [true, true, true, true] })
   })
+
+  it('that a tool keeps stay whole after its run and through collections, and are given back once it drops them', async () => {
+    // Long ones reach the tool as external strings over the bytes they
+    // crossed as (src/binding_calls.rs): freed too early, they would read
+    // as other bytes; never freed, the harness would keep their megabytes.
+    const gc = (globalThis as { gc?: () => void }).gc
+    expect(gc, 'the suite runs Node with --expose-gc').toBeTypeOf('function')
+    const collect = async () => {
+      for (let i = 0; i < 3; i++) {
+        gc!()
+        await new Promise((resolve) => setImmediate(resolve))
+      }
+    }
+    // What each kept string must hold, unit by unit (read at intervals and
+    // at the end: building the expected strings whole would put tens of
+    // megabytes of garbage into the very RSS this test reads).
+    const texts = [
+      ...Array.from({ length: 10 }, (_, i) => ({ length: (4 << 20) + 1, unit: (k: number) => (k < 4 << 20 ? 0x6b : 0x30 + i) })),
+      { length: 3 * 40_000 + 1, unit: (k: number) => (k === 120_000 ? 0x30 : [0x436, 0xd83d, 0xde00][k % 3]) },
+      { length: 80_001, unit: (k: number) => (k === 80_000 ? 0x30 : 0xe9) },
+      { length: 70_000, unit: () => 0x7a },
+    ]
+    const whole = (text: unknown, { length, unit }: (typeof texts)[number]) => {
+      if (typeof text !== 'string' || text.length !== length) return false
+      for (let k = 0; k < length; k += k < length - 64 ? 1009 : 1) if (text.charCodeAt(k) !== unit(k)) return false
+      return true
+    }
+    let kept: unknown[] = []
+    const keep = tools({ keep: async (arg: unknown) => (kept.push(arg), kept.length) })
+    await collect()
+    const before = process.memoryUsage().rss
+    const result = await m.run(
+      `let n = 0
+       for (let i = 0; i < 10; i++) n = await tools.keep({ i, text: 'k'.repeat(4 << 20) + i })
+       n = await tools.keep(['\u0436\ud83d\ude00'.repeat(40_000) + 0, '\u00e9'.repeat(80_000) + 0])
+       return n`,
+      { bindings: keep },
+    )
+    expect(result).toEqual({ logs: [], value: 11 })
+    // Other runs and collections in between, with the strings still held.
+    await collect()
+    expect(await m.run(`return await tools.keep('z'.repeat(70_000)).then(() => 'again')`, { bindings: keep })).toEqual({ logs: [], value: 'again' })
+    await collect()
+    const held = process.memoryUsage().rss
+    const strings = [
+      ...(kept.slice(0, 10) as { i: number; text: string }[]).map(({ i, text }, at) => i === at && text),
+      ...(kept[10] as string[]),
+      kept[11],
+    ]
+    expect(strings.map((text, at) => whole(text, texts[at]))).toEqual(texts.map(() => true))
+    // 40 MB of one-byte text held: given back once nothing refers to it.
+    expect(held - before).toBeGreaterThan(30 << 20)
+    kept = []
+    strings.length = 0
+    await collect()
+    const after = process.memoryUsage().rss
+    expect(held - after, `RSS before ${before}, holding ${held}, after ${after}`).toBeGreaterThan(30 << 20)
+  })
 })
 
 describe('long string results (they cross beside the JSON)', () => {
