@@ -460,14 +460,18 @@ describe('calls', () => {
 
 describe('long string arguments (they cross beside the JSON)', () => {
   // Each case is an expression over `big` (one-byte), `wide` (two-byte, a
-  // lone surrogate first), `latin` (one-byte, not ASCII), `short` and
-  // `huge` (one-byte, more than a huge page: `dsh_protocol::text`); the
-  // long ones are past the length at which strings leave the JSON.
+  // lone surrogate first), `latin` (one-byte, not ASCII), `short`, `huge`
+  // (one-byte, more than a huge page: `dsh_protocol::text`), and `mid` and
+  // `midWide` (shorter than the tool's external strings, which start at
+  // 64 Ki units: src/binding_calls.rs); the long ones are past the length
+  // at which strings leave the JSON.
   const prelude = `const big = 'y'.repeat(70_000) + 'end'
     const wide = '\\ud800' + 'w😀'.repeat(40_000) + '\\udc00'
     const latin = 'é\\u00ff'.repeat(40_000)
     const short = 'short'
-    const huge = 'h'.repeat(3 << 20) + '\u00e9\u00ff'`
+    const huge = 'h'.repeat(3 << 20) + '\u00e9\u00ff'
+    const mid = 'm'.repeat(20_000) + '\u00e9'
+    const midWide = '\u0436'.repeat(20_000) + '\ud800'`
   const cases: [string, string][] = [
     ['the whole argument', 'big'],
     ['an object member', '{ text: big }'],
@@ -481,6 +485,7 @@ describe('long string arguments (they cross beside the JSON)', () => {
     ['a null-prototype object', 'Object.assign(Object.create(null), { x: big, y: null })'],
     ['nested deep', 'JSON.parse("[".repeat(500) + "0" + "]".repeat(500)).concat([big])'],
     ['one-byte, megabytes (a block of its own on each side)', '{ path: "huge.txt", text: huge }'],
+    ['past the out-of-band length, short of an external string (copied)', '{ mid, midWide }'],
   ]
   const program = `${prelude}
     const args = [${cases.map(([, expression]) => expression).join(',\n')}]
