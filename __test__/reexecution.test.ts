@@ -229,6 +229,34 @@ describe('a run waiting on a tool when its host dies is executed again', () => {
     await healthy()
   })
 
+  it('calls whose long string arguments crossed beside their JSON are known again by them: answered from the history, tools called once', async () => {
+    // Past the out-of-band length: the harness digests such strings after
+    // their tool has the call (history.rs, `Identity::Deferred`), and the
+    // re-execution's calls are compared with those digests.
+    const long = 'x'.repeat(100_000)
+    const wide = '\u00e9'.repeat(100_000)
+    const seen: unknown[] = []
+    const hold = held()
+    const pending = m.run(
+      `const a = await tools.take({ long: ${JSON.stringify(long)}, wide: ${JSON.stringify(wide)} })
+       const b = await tools.hold({ again: ${JSON.stringify(long)} + "y" })
+       return [a, b]`,
+      {
+        bindings: tools({
+          take: async (args) => (seen.push(args), 'taken'),
+          hold: (args) => (seen.push(args), hold.fn()),
+        }),
+      },
+    )
+    await hold.called
+    await hostsReplaced(m, killHosts(m))
+    hold.answer('held')
+    expect(await pending).toEqual({ logs: [], value: ['taken', 'held'] })
+    expect(seen).toEqual([{ long, wide }, { again: long + 'y' }])
+    expect(hold.calls).toBe(1)
+    await healthy()
+  })
+
   it('a host that stops answering (SIGSTOP) is replaced, and its waiting run executed again', async () => {
     const quick = await mount({ hostUnresponsiveMs: 300, isolateHosts: 1 })
     try {
@@ -495,6 +523,26 @@ describe('a run executed again that is not the run its history records fails, sa
     })
     // The call that diverged (`park` told another stack) never reached the tool.
     expect([holdCalls, parkedWith]).toEqual([1, [{ winner: expect.stringMatching(/^Error\n/) }]])
+    await healthy()
+  })
+
+  it('a call whose long string argument is not the recorded one', async () => {
+    // The stack crosses beside the call's JSON (past the out-of-band
+    // length), its digest finished after the tool had the call.
+    const { settled, holdCalls, parkedWith } = await raceAcrossAHostDeath(
+      `${RACE}
+       await tools.park({ winner: winner + "x".repeat(100_000) })
+       return 1`,
+      true,
+    )
+    expect(settled).toEqual({
+      logs: [],
+      error: { kind: 'worker-exit', message: diverged('its call number 2 is not the recorded one') },
+    })
+    // (Checked by its ends: a pattern of a stack then 10^5 'x's backtracks
+    // for seconds.)
+    const ends = (parkedWith as { winner: string }[]).map(({ winner }) => [winner.slice(0, 6), winner.slice(-100_001)])
+    expect([holdCalls, ends]).toEqual([1, [['Error\n', ')' + 'x'.repeat(100_000)]]])
     await healthy()
   })
 

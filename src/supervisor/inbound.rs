@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use dsh_protocol::failure::{HostLoss, StopReason};
 use dsh_protocol::frame::{Answer, BindingCall, FromHost, Reply, ReplyKind, ToHost};
-use dsh_protocol::history::{CallIdentity, CallVerdict, LogVerdict};
+use dsh_protocol::history::{CallVerdict, DeferredDigest, Identity, LogVerdict};
 use dsh_protocol::inbox::{Next, Ready, Watching};
 use dsh_protocol::ledger::{Completion, FailureKind};
 use dsh_protocol::lock::lock;
@@ -35,9 +35,9 @@ impl Supervisor {
       let (stream, belongs) = if from_journal { ("journal", "channel") } else { ("channel", "journal") };
       return Err(format!("a frame of the {belongs} on the {stream}"));
     }
-    // Digests of the calls' arguments, made before the state is locked.
-    let identities: Vec<CallIdentity> = match &message {
-      FromHost::Calls(calls) => calls.iter().map(CallIdentity::of).collect(),
+    // Digests of the calls' arguments, begun before the state is locked.
+    let identities: Vec<Identity> = match &message {
+      FromHost::Calls(calls) => calls.iter().map(Identity::of).collect(),
       _ => Vec::new(),
     };
     let mut state = lock(&self.state);
@@ -112,7 +112,7 @@ impl Supervisor {
           return Err(format!("a binding call for run {}, which is not on this host", call.run_id));
         }
         let calls = calls.into_iter().zip(identities).filter(|(call, _)| on_this_host(&state, call.run_id)).collect();
-        let (to_tools, answers, violation) = self.take_calls_into_histories(&mut state, host, calls);
+        let (to_tools, answers, deferred, violation) = self.take_calls_into_histories(&mut state, host, calls);
         drop(state);
         if !answers.is_empty() {
           host.send(&ToHost::Replies(answers));
@@ -122,6 +122,7 @@ impl Supervisor {
         if !to_tools.is_empty() {
           self.calls.push(to_tools);
         }
+        self.finish_digests(deferred);
         if let Some(violation) = violation {
           return Err(violation);
         }
@@ -184,16 +185,19 @@ impl Supervisor {
   /// Each call of a frame through its run's history: new calls go to the
   /// tools, calls the history answers are answered at once (returned as
   /// replies for `host`), a call that is not the recorded one stops its
-  /// run. A call id out of turn is the host breaking the protocol: the
-  /// calls before it are still returned, the violation last.
+  /// run; new calls recorded with their digests deferred are returned with
+  /// them, for [`Supervisor::finish_digests`]. A call id out of turn is the
+  /// host breaking the protocol: the calls before it are still returned,
+  /// the violation last.
   pub(super) fn take_calls_into_histories(
     &self,
     state: &mut State,
     host: &Host,
-    calls: Vec<(BindingCall, CallIdentity)>,
-  ) -> (Vec<BindingCall>, Vec<Reply>, Option<String>) {
+    calls: Vec<(BindingCall, Identity)>,
+  ) -> (Vec<BindingCall>, Vec<Reply>, Vec<Deferred>, Option<String>) {
     let mut to_tools = Vec::with_capacity(calls.len());
     let mut answers = Vec::new();
+    let mut deferred = Vec::new();
     for (call, identity) in calls {
       let run_id = call.run_id;
       let Some(record) = state.runs.get_mut(&run_id) else { continue };
@@ -204,6 +208,9 @@ impl Supervisor {
       match verdict {
         CallVerdict::Call => {
           record.cost.called(&call);
+          if let Some(digest) = record.history.deferred_digest(call.call_id) {
+            deferred.push(Deferred { run_id, call_id: call.call_id, digest });
+          }
           to_tools.push(call);
         }
         CallVerdict::Answer(answer) => answers.push(Reply { run_id, call_id: call.call_id, answer }),
@@ -213,13 +220,34 @@ impl Supervisor {
         }
         CallVerdict::AwaitAnswer => {}
         CallVerdict::Diverged(divergence) => diverge(record, run_id, divergence, host),
-        CallVerdict::Violation(why) => return (to_tools, answers, Some(why)),
+        CallVerdict::Violation(why) => return (to_tools, answers, deferred, Some(why)),
       }
       if grew > 0 {
         self.account_history(state, run_id);
       }
     }
-    (to_tools, answers, None)
+    (to_tools, answers, deferred, None)
+  }
+
+  /// The digests of new calls' long strings, finished once their tools
+  /// have the calls (the thread that took them, beside the tools, outside
+  /// the state's lock), then filled into the histories. Before its reader
+  /// hands a host's end to [`Supervisor::host_ended`], the only place a
+  /// re-execution begins, every frame it took has been through here; and
+  /// a history that compared a deferred identity first would finish it
+  /// itself (`history.rs`).
+  pub(super) fn finish_digests(&self, deferred: Vec<Deferred>) {
+    if deferred.is_empty() {
+      return;
+    }
+    let finished: Vec<_> =
+      deferred.into_iter().map(|deferred| (deferred.run_id, deferred.call_id, deferred.digest.finish())).collect();
+    let mut state = lock(&self.state);
+    for (run_id, call_id, identity) in finished {
+      if let Some(record) = state.runs.get_mut(&run_id) {
+        record.history.identify(call_id, identity);
+      }
+    }
   }
 
   /// How a run its host reports finished settles: as reported; or, for an
@@ -259,6 +287,14 @@ impl Supervisor {
       }
     }
   }
+}
+
+/// A new call whose digest is still to be finished
+/// ([`Supervisor::finish_digests`]).
+pub(super) struct Deferred {
+  run_id: u32,
+  call_id: u32,
+  digest: DeferredDigest,
 }
 
 /// A host's reader thread: every frame it sends, until it ends.

@@ -5,7 +5,7 @@ use std::sync::mpsc;
 use dsh_protocol::doorbell::Doorbell;
 use dsh_protocol::failure::Divergence;
 use dsh_protocol::frame::{BindingCall, ExecutionCost, FromHost, HostStats};
-use dsh_protocol::history::CallIdentity;
+use dsh_protocol::history::Identity;
 use dsh_protocol::out_of_band::RawString;
 use dsh_protocol::protections::Protection;
 use dsh_protocol::ring::{layout, REGION_BYTES, RING_DATA_BYTES};
@@ -518,7 +518,7 @@ fn waiting() -> RunRecord {
     paths: String::new(),
     strings: Vec::new(),
   };
-  record.history.call(&call, CallIdentity::of(&call));
+  record.history.call(&call, Identity::of(&call));
   record
 }
 

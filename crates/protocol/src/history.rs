@@ -41,14 +41,14 @@ use crate::frame::{Answer, BindingCall, HistoryEnd};
 use crate::ledger::OutputLedger;
 use crate::out_of_band::RawString;
 use crate::readings::Readings;
+use crate::text::SharedBytes;
 
 /// What makes two calls the same call: the function, and a BLAKE3 digest
 /// of the argument exactly as it crossed (its JSON, the paths and bytes of
 /// its long strings, each length-prefixed so no two arguments run
-/// together). BLAKE3, not SHA-256: every call's argument is digested on the
-/// harness's reader thread before its tool sees it, and for a 4 MB string
-/// argument SHA-256 (with the CPU's SHA extensions) cost ~2.7 ms a call,
-/// a third of the call; BLAKE3's SIMD lanes take a fraction of that.
+/// together). BLAKE3, not SHA-256: for a 4 MB string argument SHA-256 (with
+/// the CPU's SHA extensions) cost ~2.7 ms a call, a third of the call;
+/// BLAKE3's SIMD lanes take a fraction of that.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallIdentity {
   namespace: u32,
@@ -57,34 +57,114 @@ pub struct CallIdentity {
 }
 
 impl CallIdentity {
+  /// Digested whole, at once.
   pub fn of(call: &BindingCall) -> CallIdentity {
+    Identity::of(call).known()
+  }
+}
+
+/// A call's identity as it is taken into the history. Only a call the
+/// history already holds (one a re-execution makes again) needs its
+/// identity at once, to be compared; a new call's is only stored, for a
+/// re-execution that may never come. So the digest of a new call's long
+/// one-byte strings, most of the work for a long argument, can wait until
+/// its tool has it: [`Identity::Deferred`], finished by whoever took the
+/// call ([`DeferredDigest::finish`], then [`RunHistory::identify`]) outside
+/// its locks. Exact either way: a history that must compare a deferred
+/// identity before it is filled in finishes the digest itself.
+#[derive(Debug, Clone)]
+pub enum Identity {
+  Known(CallIdentity),
+  Deferred(DeferredDigest),
+}
+
+/// A call's digest begun: its JSON, paths and UTF-16 strings digested,
+/// its long one-byte strings held (shared, not copied) to digest in
+/// [`DeferredDigest::finish`]. The same bytes in the same order as a digest
+/// made at once, so both give the same [`CallIdentity`].
+#[derive(Debug, Clone)]
+pub struct DeferredDigest {
+  namespace: u32,
+  function: u32,
+  /// Boxed: a hasher is ~2 KB, and a history holds one per call deferred.
+  digest: Box<blake3::Hasher>,
+  strings: Vec<SharedBytes>,
+}
+
+/// One length-prefixed, tagged part of an argument's digest.
+fn digest_part(digest: &mut blake3::Hasher, tag: u8, bytes: &[u8]) {
+  digest.update(&[tag]);
+  digest.update(&(bytes.len() as u64).to_le_bytes());
+  digest.update(bytes);
+}
+
+impl Identity {
+  /// The call's identity: known when its argument has no long one-byte
+  /// strings (or has UTF-16 ones too, digested in their place), deferred
+  /// otherwise.
+  pub fn of(call: &BindingCall) -> Identity {
     let mut digest = blake3::Hasher::new();
-    let part = |digest: &mut blake3::Hasher, tag: u8, bytes: &[u8]| {
-      digest.update(&[tag]);
-      digest.update(&(bytes.len() as u64).to_le_bytes());
-      digest.update(bytes);
-    };
-    part(&mut digest, b'j', call.args.as_bytes());
-    part(&mut digest, b'p', call.paths.as_bytes());
-    for string in &call.strings {
-      match string {
-        RawString::Latin1(bytes) => part(&mut digest, b'l', bytes),
-        RawString::Utf16(units) => {
-          digest.update(b"u");
-          digest.update(&(units.len() as u64 * 2).to_le_bytes());
-          // In pieces, so a long string is not copied whole to be hashed
-          // (each large enough for BLAKE3 to hash its chunks side by side).
-          let mut piece = [0u8; 32 * 1024];
-          for chunk in units.chunks(piece.len() / 2) {
-            for (unit, bytes) in chunk.iter().zip(piece.chunks_exact_mut(2)) {
-              bytes.copy_from_slice(&unit.to_le_bytes());
+    digest_part(&mut digest, b'j', call.args.as_bytes());
+    digest_part(&mut digest, b'p', call.paths.as_bytes());
+    let one_byte: Option<Vec<SharedBytes>> = call
+      .strings
+      .iter()
+      .map(|string| match string {
+        RawString::Latin1(bytes) => Some(bytes.clone()),
+        RawString::Utf16(_) => None,
+      })
+      .collect();
+    let Some(strings) = one_byte.filter(|strings| !strings.is_empty()) else {
+      for string in &call.strings {
+        match string {
+          RawString::Latin1(bytes) => digest_part(&mut digest, b'l', bytes),
+          RawString::Utf16(units) => {
+            digest.update(b"u");
+            digest.update(&(units.len() as u64 * 2).to_le_bytes());
+            // In pieces, so a long string is not copied whole to be hashed
+            // (each large enough for BLAKE3 to hash its chunks side by
+            // side).
+            let mut piece = [0u8; 32 * 1024];
+            for chunk in units.chunks(piece.len() / 2) {
+              for (unit, bytes) in chunk.iter().zip(piece.chunks_exact_mut(2)) {
+                bytes.copy_from_slice(&unit.to_le_bytes());
+              }
+              digest.update(&piece[..chunk.len() * 2]);
             }
-            digest.update(&piece[..chunk.len() * 2]);
           }
         }
       }
+      return Identity::Known(CallIdentity {
+        namespace: call.namespace,
+        function: call.function,
+        argument: *digest.finalize().as_bytes(),
+      });
+    };
+    Identity::Deferred(DeferredDigest {
+      namespace: call.namespace,
+      function: call.function,
+      digest: Box::new(digest),
+      strings,
+    })
+  }
+
+  /// The identity, its digest finished here if it was deferred.
+  pub fn known(&self) -> CallIdentity {
+    match self {
+      Identity::Known(identity) => *identity,
+      Identity::Deferred(deferred) => deferred.finish(),
     }
-    CallIdentity { namespace: call.namespace, function: call.function, argument: *digest.finalize().as_bytes() }
+  }
+}
+
+impl DeferredDigest {
+  /// The identity: the long strings digested after what came before them.
+  pub fn finish(&self) -> CallIdentity {
+    let mut digest = (*self.digest).clone();
+    for bytes in &self.strings {
+      digest_part(&mut digest, b'l', bytes);
+    }
+    CallIdentity { namespace: self.namespace, function: self.function, argument: *digest.finalize().as_bytes() }
   }
 }
 
@@ -99,7 +179,7 @@ enum Recorded {
 
 #[derive(Debug)]
 struct RecordedCall {
-  identity: CallIdentity,
+  identity: Identity,
   answer: Recorded,
 }
 
@@ -233,9 +313,9 @@ impl RunHistory {
   }
 
   /// A call of the current execution, as its host sent it, and its
-  /// identity (computed by the caller, which may do it outside its locks).
+  /// identity (begun by the caller, which may do it outside its locks).
   /// Returns what to do, and the bytes the history grew by.
-  pub fn call(&mut self, call: &BindingCall, identity: CallIdentity) -> (CallVerdict, u64) {
+  pub fn call(&mut self, call: &BindingCall, identity: Identity) -> (CallVerdict, u64) {
     if call.call_id != self.current.calls {
       let expected = self.current.calls;
       let why = format!("call {} of run {}, where its next call is {expected}", call.call_id, call.run_id);
@@ -256,7 +336,7 @@ impl RunHistory {
       self.bytes += CALL_RECORD_BYTES;
       return (CallVerdict::Call, CALL_RECORD_BYTES);
     };
-    if recorded.identity != identity {
+    if recorded.identity.known() != identity.known() {
       return (CallVerdict::Diverged(Divergence::Call(u64::from(call.call_id) + 1)), 0);
     }
     let verdict = match &recorded.answer {
@@ -267,6 +347,27 @@ impl RunHistory {
       }
     };
     (verdict, 0)
+  }
+
+  /// The digest call `call_id` was recorded with, if it is still to be
+  /// finished (a copy sharing the strings): for the caller to finish
+  /// outside its locks and give back through [`RunHistory::identify`].
+  pub fn deferred_digest(&self, call_id: u32) -> Option<DeferredDigest> {
+    match &self.calls.get(call_id as usize)?.identity {
+      Identity::Deferred(deferred) => Some(deferred.clone()),
+      Identity::Known(_) => None,
+    }
+  }
+
+  /// The finished identity of call `call_id`, recorded deferred: stored in
+  /// its place, letting its strings go. Nothing if the call is not there
+  /// (the history given up) or its identity is known.
+  pub fn identify(&mut self, call_id: u32, identity: CallIdentity) {
+    if let Some(recorded) = self.calls.get_mut(call_id as usize) {
+      if let Identity::Deferred(_) = recorded.identity {
+        recorded.identity = Identity::Known(identity);
+      }
+    }
   }
 
   /// Readings the current execution took past those recorded (its host
@@ -372,7 +473,7 @@ mod tests {
   }
 
   fn record(history: &mut RunHistory, call: &BindingCall) -> (CallVerdict, u64) {
-    history.call(call, CallIdentity::of(call))
+    history.call(call, Identity::of(call))
   }
 
   fn units(text: &str) -> Vec<u16> {
@@ -474,6 +575,55 @@ mod tests {
     assert_ne!(CallIdentity::of(&with_string), CallIdentity::of(&wide));
     assert_eq!(CallIdentity::of(&wide), CallIdentity::of(&wide.clone()));
     assert_eq!(Divergence::Call(1).to_string(), "its call number 1 is not the recorded one");
+  }
+
+  /// A call's long one-byte strings may be digested after it is taken
+  /// (its identity deferred): finished later, or by the history itself
+  /// when a re-execution must compare it first, it is the digest of the
+  /// same bytes in the same order as one made at once.
+  #[test]
+  fn a_deferred_identity_is_the_digest_made_at_once_whoever_finishes_it() {
+    let mut long = call(0, "[null,null]");
+    long.paths = "[[0],[1]]".into();
+    long.strings = vec![RawString::Latin1(vec![b'a'; 70_000].into()), RawString::Latin1(b"b".to_vec().into())];
+    let mut by_hand = blake3::Hasher::new();
+    for (tag, bytes) in
+      [(b'j', long.args.as_bytes()), (b'p', long.paths.as_bytes()), (b'l', &[b'a'; 70_000]), (b'l', b"b")]
+    {
+      by_hand.update(&[tag]);
+      by_hand.update(&(bytes.len() as u64).to_le_bytes());
+      by_hand.update(bytes);
+    }
+    let expected = CallIdentity { namespace: 0, function: 1, argument: *by_hand.finalize().as_bytes() };
+    let Identity::Deferred(deferred) = Identity::of(&long) else { panic!("one-byte strings are deferred") };
+    assert_eq!(deferred.finish(), expected);
+    // A UTF-16 string among them: all digested at once, in their order.
+    let mut mixed = long.clone();
+    mixed.strings.push(RawString::Utf16(vec![0x3b1]));
+    assert!(matches!(Identity::of(&mixed), Identity::Known(_)));
+    assert!(matches!(Identity::of(&call(0, "[]")), Identity::Known(_)));
+
+    // Compared before it is filled in: the history finishes it itself.
+    let mut history = RunHistory::new(u32::MAX);
+    let mut other = long.clone();
+    other.strings[1] = RawString::Latin1(b"c".to_vec().into());
+    assert_eq!(record(&mut history, &long).0, CallVerdict::Call);
+    assert_eq!(history.deferred_digest(0).map(|deferred| deferred.finish()), Some(expected));
+    history.begin_reexecution();
+    assert_eq!(record(&mut history, &other).0, CallVerdict::Diverged(Divergence::Call(1)));
+    history.begin_reexecution();
+    assert_eq!(record(&mut history, &long).0, CallVerdict::AwaitAnswer);
+    // Filled in: known from then on, and compared the same.
+    history.identify(0, expected);
+    assert!(history.deferred_digest(0).is_none());
+    history.begin_reexecution();
+    assert_eq!(record(&mut history, &other).0, CallVerdict::Diverged(Divergence::Call(1)));
+    history.begin_reexecution();
+    assert_eq!(record(&mut history, &long).0, CallVerdict::AwaitAnswer);
+    // A history given up holds nothing to fill in.
+    history.give_up();
+    history.identify(0, expected);
+    assert!(history.deferred_digest(0).is_none());
   }
 
   /// A host that sends a call id twice, or skips one, would have a tool
