@@ -254,10 +254,20 @@ describe('calls', () => {
     // Strings cross as they are (no JSON pass); one with a lone surrogate
     // crosses as JSON (UTF-8 cannot carry it).
     const piece = 'é😀"\\\n\u0000<\u2028>x'
-    const strings = { big: piece.repeat(300_000), small: piece, empty: '', lone: `${piece}\ud800`, json: '{"a":1}', minusZero: '-0' }
+    // `mid`: ~770 K units, read out into room that just covers a huge page
+    // (three bytes a unit); `big`: megabytes past it.
+    const strings = {
+      big: piece.repeat(300_000),
+      mid: piece.repeat(70_000),
+      small: piece,
+      empty: '',
+      lone: `${piece}\ud800`,
+      json: '{"a":1}',
+      minusZero: '-0',
+    }
     const result = await m.run(
       `const piece = ${JSON.stringify(piece)}
-       const expected = { big: piece.repeat(300_000), small: piece, empty: '', lone: piece + '\\ud800', json: '{"a":1}', minusZero: '-0' }
+       const expected = { big: piece.repeat(300_000), mid: piece.repeat(70_000), small: piece, empty: '', lone: piece + '\\ud800', json: '{"a":1}', minusZero: '-0' }
        const out = {}
        for (const name of Object.keys(expected)) {
          const got = await tools.get({ name })
@@ -266,7 +276,10 @@ describe('calls', () => {
        return out`,
       { bindings: tools({ get: async (args) => strings[(args as { name: keyof typeof strings }).name] }) },
     )
-    expect(result).toEqual({ logs: [], value: { big: true, small: true, empty: true, lone: true, json: true, minusZero: true } })
+    expect(result).toEqual({
+      logs: [],
+      value: { big: true, mid: true, small: true, empty: true, lone: true, json: true, minusZero: true },
+    })
   })
 
   it('lone surrogates survive every crossing: arguments, resolutions, keys and rejection messages', async () => {

@@ -146,7 +146,7 @@ impl ToNapiValue for BindingCallArgs {
 /// buffer, this writes once into room for the longest UTF-8 the string's
 /// UTF-16 length allows (three bytes a unit; pages never written are never
 /// touched) and gives back the rest. That room is a block of its own in
-/// huge pages when the text is megabytes (`dsh_protocol::text`), and the
+/// huge pages once it covers one (a text of ~700 K units; `dsh_protocol::text`), and the
 /// `Text` is what the run's history keeps and the reply's frame splices.
 pub struct Utf8Text(pub Text);
 
@@ -176,10 +176,9 @@ impl FromNapiValue for Utf8Text {
       }
       Ok(written)
     };
-    // Expected as long as its units (an ASCII text's bytes).
     // SAFETY: napi initialised the `written` bytes it reports (checked
     // within the buffer above), and writes only bytes.
-    let text = unsafe { Text::write(room, units, read) }?;
+    let text = unsafe { Text::write(room, read) }?;
     // Checked, not assumed (`Text::write`): V8 writes valid UTF-8, and a
     // check costs a fraction of the copy.
     text.map(Utf8Text).map_err(|NotText| Error::new(Status::InvalidArg, "a reply's text is not UTF-8"))

@@ -324,7 +324,7 @@ fn op_dsh_call_with_strings(
       };
       // SAFETY: V8 writes all `len` characters of a one-byte string of
       // that length into the `len` bytes it is given, and only them.
-      let Ok(Some(bytes)) = (unsafe { SharedBytes::write(len, len, write) }) else {
+      let Ok(Some(bytes)) = (unsafe { SharedBytes::write(len, write) }) else {
         return Err(JsErrorBox::type_error(dsh_protocol::contract::ARGUMENTS_NOT_LOSSLESS));
       };
       RawString::Latin1(bytes)
