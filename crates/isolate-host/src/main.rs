@@ -38,6 +38,7 @@ use dsh_protocol::ledger::{FailureKind, OutputLedger};
 use dsh_protocol::readings::Readings;
 use dsh_protocol::ring::{RingEnds, RingWriter};
 use dsh_protocol::socket::{self, send_now};
+use dsh_protocol::text::FrameBuffer;
 
 /// The host's writing end of the channel, written by every thread that has
 /// something to say: each frame is one `write_all` under the lock, so
@@ -162,10 +163,12 @@ fn main() {
   let journal = unsafe { UnixStream::from_raw_fd(JOURNAL_FD) };
   let journal = Journal { stream: Mutex::new(journal), channel: channel.clone() };
   let inbox = Arc::new(Inbox::new(reader));
-  let mut frame = Vec::new();
+  // A reply's long texts reach its run as parts of the buffer they were
+  // read into (`FrameBuffer`), not copied out of it.
+  let mut frames = FrameBuffer::default();
 
-  let first = match inbox.next(&mut frame) {
-    Ok(Next::Frame(_guard)) => Some(ToHost::decode(&frame)),
+  let first = match inbox.next(frames.next_frame()) {
+    Ok(Next::Frame(_guard)) => Some(ToHost::decode(frames.frame())),
     _ => None,
   };
   let config = match first {
@@ -212,12 +215,12 @@ fn main() {
   loop {
     // Handled under the inbox's lock (held by `_reading`), so that frames
     // a spinning run takes itself are handled in the order they were sent.
-    let _reading = match inbox.next(&mut frame) {
+    let _reading = match inbox.next(frames.next_frame()) {
       Ok(Next::Frame(reading)) => reading,
       // The harness closed the channel (or died): nothing here is wanted.
       Ok(Next::Ended) | Err(_) => gone(),
     };
-    let Ok(message) = ToHost::decode(&frame) else { undecodable() };
+    let Ok(message) = ToHost::decode_shared(&frames) else { undecodable() };
     match message {
       ToHost::Submit { run_id, wall_ms, seed, readings, history_end, program, bindings_json } => submit(
         &scheduler,

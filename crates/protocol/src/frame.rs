@@ -40,7 +40,7 @@ use crate::ledger::{Completion, FailureKind};
 use crate::out_of_band::{check_places, RawString};
 use crate::protections::Protections;
 use crate::readings::{Readings, Repeated, CLOCKS, REPEATED_BYTES};
-use crate::text::{SharedBytes, Text};
+use crate::text::{FrameBuffer, SharedBytes, Text};
 
 /// The host's file descriptor of the journal (see the module doc): the
 /// harness places the host's end there when it starts the host, and the
@@ -687,7 +687,17 @@ impl ToHost {
 
   /// Decode one frame's tag and fields (the length already taken off).
   pub fn decode(frame: &[u8]) -> Result<ToHost, ProtocolError> {
-    let mut fields = Fields::new(frame);
+    ToHost::decode_fields(Fields::new(frame))
+  }
+
+  /// As [`ToHost::decode`], the frame in `buffer`: its long texts (a
+  /// reply's, at least [`SPLICED_TEXT_BYTES`]) are parts of the buffer,
+  /// not copies.
+  pub fn decode_shared(buffer: &FrameBuffer) -> Result<ToHost, ProtocolError> {
+    ToHost::decode_fields(Fields::sharing(buffer))
+  }
+
+  fn decode_fields(mut fields: Fields<'_>) -> Result<ToHost, ProtocolError> {
     let message = match fields.u8()? {
       CONFIGURE => {
         let json = fields.text()?;
@@ -923,11 +933,17 @@ impl FromHost {
 /// Reads a frame's fields in order, each checked against what is left.
 struct Fields<'a> {
   rest: &'a [u8],
+  /// The buffer the frame is in, when its long texts may share it.
+  buffer: Option<&'a FrameBuffer>,
 }
 
 impl<'a> Fields<'a> {
   fn new(frame: &'a [u8]) -> Self {
-    Fields { rest: frame }
+    Fields { rest: frame, buffer: None }
+  }
+
+  fn sharing(buffer: &'a FrameBuffer) -> Self {
+    Fields { rest: buffer.frame(), buffer: Some(buffer) }
   }
 
   fn take(&mut self, len: usize) -> Result<&'a [u8], ProtocolError> {
@@ -977,12 +993,21 @@ impl<'a> Fields<'a> {
     String::from_utf8(bytes.to_vec()).map_err(|_| ProtocolError("text is not UTF-8".to_owned()))
   }
 
-  /// A text, as [`Text`] (a long one in a block of its own).
+  /// A text, as [`Text`]: a long one part of the frame's buffer when the
+  /// frame is decoded from one ([`Fields::sharing`]), else a copy (a long
+  /// one in a block of its own).
   fn shared_text(&mut self) -> Result<Text, ProtocolError> {
+    let not_utf8 = || ProtocolError("text is not UTF-8".to_owned());
     let len = self.u32()? as usize;
+    let at = self.buffer.map(|buffer| buffer.frame().len() - self.rest.len());
     let bytes = self.take(len)?;
-    let text = std::str::from_utf8(bytes).map_err(|_| ProtocolError("text is not UTF-8".to_owned()))?;
-    Ok(Text::copy_of(text))
+    match (self.buffer, at) {
+      (Some(buffer), Some(at)) if len >= SPLICED_TEXT_BYTES => {
+        let shared = buffer.share(at, len).ok_or_else(|| ProtocolError("a text outside its frame".to_owned()))?;
+        Text::checked(shared).map_err(|_| not_utf8())
+      }
+      _ => Ok(Text::copy_of(std::str::from_utf8(bytes).map_err(|_| not_utf8())?)),
+    }
   }
 
   fn utf16(&mut self) -> Result<Vec<u16>, ProtocolError> {
@@ -1246,10 +1271,11 @@ mod tests {
         bytes.truncate(1 + (xorshift(&mut state) as usize) % bytes.len());
       }
       let mut reader = bytes.as_slice();
-      let mut frame = Vec::new();
-      while let Ok(true) = read_frame(&mut reader, &mut frame) {
-        let _ = FromHost::decode(&frame);
-        let _ = ToHost::decode(&frame);
+      let mut buffer = FrameBuffer::default();
+      while let Ok(true) = read_frame(&mut reader, buffer.next_frame()) {
+        let _ = FromHost::decode(buffer.frame());
+        let _ = ToHost::decode(buffer.frame());
+        let _ = ToHost::decode_shared(&buffer);
       }
     }
   }
@@ -1314,6 +1340,58 @@ mod tests {
     assert!(read_frame(&mut wire, &mut frame).unwrap());
     assert_eq!(ToHost::decode(&frame).unwrap(), ToHost::Replies(replies[..1].to_vec()));
     assert!(wire.is_empty());
+  }
+
+  /// Decoded from a reader's buffer, a reply's long texts are parts of
+  /// the buffer (its short ones copies), equal to a decode's; the buffer is
+  /// read into again only once nothing decoded from it holds it, and a
+  /// text that is not UTF-8 is refused either way.
+  #[test]
+  fn long_reply_texts_decoded_from_a_buffer_share_it_until_they_are_gone() {
+    let long = Text::from("é".repeat(SPLICED_TEXT_BYTES / 2));
+    let short = Text::from("s".repeat(SPLICED_TEXT_BYTES - 1));
+    let replies = ToHost::Replies(vec![
+      Reply { run_id: 1, call_id: 0, answer: Answer::plain(ReplyKind::Text, long.clone()) },
+      Reply {
+        run_id: 1,
+        call_id: 1,
+        answer: Answer {
+          kind: ReplyKind::Json,
+          text: short.clone(),
+          paths: "[[0]]".into(),
+          strings: vec![long.clone()],
+        },
+      },
+    ]);
+    let mut encoded = Vec::new();
+    replies.encode(&mut encoded);
+    let mut buffer = FrameBuffer::default();
+    let read_into = |buffer: &mut FrameBuffer, encoded: &[u8]| {
+      let frame = buffer.next_frame();
+      frame.clear();
+      frame.extend_from_slice(&encoded[4..]);
+      frame.as_ptr()
+    };
+    let first = read_into(&mut buffer, &encoded);
+    let decoded = ToHost::decode_shared(&buffer).unwrap();
+    assert_eq!(decoded, replies);
+    let ToHost::Replies(decoded) = decoded else { unreachable!() };
+    let in_buffer = |text: &Text| buffer.frame().as_ptr_range().contains(&text.as_ptr());
+    assert!(in_buffer(&decoded[0].answer.text) && in_buffer(&decoded[1].answer.strings[0]));
+    assert!(!in_buffer(&decoded[1].answer.text));
+    // Held: the next frame goes into a fresh buffer, the texts unchanged.
+    let kept = decoded[1].answer.strings[0].clone();
+    drop(decoded);
+    assert_ne!(read_into(&mut buffer, &encoded), first);
+    assert_eq!(kept, long);
+    // Let go: the buffer is read into again.
+    let second = buffer.frame().as_ptr();
+    ToHost::decode_shared(&buffer).unwrap();
+    assert_eq!(read_into(&mut buffer, &encoded), second);
+    let at = buffer.frame().len() - long.len();
+    buffer.next_frame()[at] = 0xff;
+    assert_eq!(ToHost::decode_shared(&buffer), Err(ProtocolError("text is not UTF-8".into())));
+    assert!(buffer.share(at, long.len() + 1).is_none());
   }
 
   /// A call's long one-byte strings are spliced in too, and decode back.

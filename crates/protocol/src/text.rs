@@ -2,10 +2,10 @@
 //! UTF-8 texts made of them ([`Text`]): what crosses the channel long (a
 //! tool's reply, a call's one-byte string argument) as each side holds it,
 //! once: the harness in the run's history and in the frame that sends it
-//! (`frame::SplicedFrames`), the host in the frame that sends a call and
-//! until the program has the reply. Long ones are written once, into a
-//! block of their own in huge pages (`large_block`); short ones are a
-//! `Vec`'s.
+//! (`frame::SplicedFrames`), the host in the frame that sends a call and,
+//! for a reply, in the buffer its frame was read into ([`FrameBuffer`])
+//! until the program has it. Long ones written here go into a block of
+//! their own in huge pages (`large_block`); short ones are a `Vec`'s.
 
 use std::fmt;
 use std::mem::MaybeUninit;
@@ -23,6 +23,13 @@ enum Stored {
   /// The first `len` bytes of `block`.
   Large {
     block: LargeBlock,
+    len: usize,
+  },
+  /// `len` bytes of a frame from `start`: a long text decoded out of the
+  /// frame that carried it, in the reader's buffer ([`FrameBuffer`]).
+  InFrame {
+    frame: Arc<Vec<u8>>,
+    start: usize,
     len: usize,
   },
 }
@@ -91,7 +98,41 @@ impl SharedBytes {
     match &*self.0 {
       Stored::Small(bytes) => bytes,
       Stored::Large { block, len } => block.bytes().get(..*len).unwrap_or_default(),
+      Stored::InFrame { frame, start, len } => frame.get(*start..*start + *len).unwrap_or_default(),
     }
+  }
+}
+
+/// A channel reader's buffer for the frames it reads, whose long texts are
+/// decoded as parts of it ([`FrameBuffer::share`]) instead of copied out:
+/// a long reply then reaches its run in the bytes it arrived in. The
+/// buffer is written again for the next frame once nothing decoded from
+/// the last one holds it (a run takes its reply into V8 as soon as it
+/// wakes); while something does, the next frame goes into a fresh buffer.
+#[derive(Default)]
+pub struct FrameBuffer(Arc<Vec<u8>>);
+
+impl FrameBuffer {
+  /// The buffer to read the next frame into: this one again when nothing
+  /// shares it, else a fresh one (the old one lives on in what shares it).
+  pub fn next_frame(&mut self) -> &mut Vec<u8> {
+    if Arc::get_mut(&mut self.0).is_none() {
+      self.0 = Arc::default();
+    }
+    // Not shared by now, so this never copies.
+    Arc::make_mut(&mut self.0)
+  }
+
+  /// The frame read into it.
+  pub fn frame(&self) -> &[u8] {
+    &self.0
+  }
+
+  /// `len` bytes of the frame from `start`, shared with it; `None` when
+  /// they are not all in it.
+  pub fn share(&self, start: usize, len: usize) -> Option<SharedBytes> {
+    self.0.get(start..start.checked_add(len)?)?;
+    Some(SharedBytes(Arc::new(Stored::InFrame { frame: self.0.clone(), start, len })))
   }
 }
 
@@ -143,6 +184,14 @@ impl Text {
     Text(SharedBytes::copy_of(text.as_bytes()))
   }
 
+  /// `bytes`, if they are UTF-8.
+  pub fn checked(bytes: SharedBytes) -> Result<Text, NotText> {
+    match std::str::from_utf8(&bytes) {
+      Ok(_) => Ok(Text(bytes)),
+      Err(_) => Err(NotText),
+    }
+  }
+
   /// As [`SharedBytes::write`], checked to be UTF-8.
   ///
   /// # Safety
@@ -153,10 +202,7 @@ impl Text {
   ) -> Result<Result<Text, NotText>, E> {
     // SAFETY: the caller's contract, passed on.
     let bytes = unsafe { SharedBytes::write(room, write) }?;
-    Ok(match bytes {
-      Some(bytes) if std::str::from_utf8(&bytes).is_ok() => Ok(Text(bytes)),
-      _ => Err(NotText),
-    })
+    Ok(bytes.ok_or(NotText).and_then(Text::checked))
   }
 
   /// Its bytes, shared.
@@ -166,8 +212,9 @@ impl Text {
 
   pub fn as_str(&self) -> &str {
     // SAFETY: a Text's bytes were checked to be UTF-8 when it was made
-    // (`write`), or came from a `str` (`copy_of`, `From<String>`), and
-    // shared bytes are never written again.
+    // (`checked`, `write`), or came from a `str` (`copy_of`,
+    // `From<String>`), and shared bytes are never written again (a frame's
+    // buffer only once nothing shares it: `FrameBuffer::next_frame`).
     unsafe { std::str::from_utf8_unchecked(self.0.as_bytes()) }
   }
 }
