@@ -146,8 +146,9 @@ impl ToNapiValue for BindingCallArgs {
 /// buffer, this writes once into room for the longest UTF-8 the string's
 /// UTF-16 length allows (three bytes a unit; pages never written are never
 /// touched) and gives back the rest. That room is a block of its own in
-/// huge pages once it covers one (a text of ~700 K units; `dsh_protocol::text`), and the
-/// `Text` is what the run's history keeps and the reply's frame splices.
+/// huge pages once it covers one (a text of ~700 K units on;
+/// `dsh_protocol::text`), and the `Text` is what the run's history keeps
+/// and the reply's frame splices.
 pub struct Utf8Text(pub Text);
 
 impl FromNapiValue for Utf8Text {

@@ -194,7 +194,7 @@ impl Supervisor {
     state: &mut State,
     host: &Host,
     calls: Vec<(BindingCall, Identity)>,
-  ) -> (Vec<BindingCall>, Vec<Reply>, Vec<Deferred>, Option<String>) {
+  ) -> (Vec<BindingCall>, Vec<Reply>, Vec<DigestToFinish>, Option<String>) {
     let mut to_tools = Vec::with_capacity(calls.len());
     let mut answers = Vec::new();
     let mut deferred = Vec::new();
@@ -209,7 +209,7 @@ impl Supervisor {
         CallVerdict::Call => {
           record.cost.called(&call);
           if let Some(digest) = record.history.deferred_digest(call.call_id) {
-            deferred.push(Deferred { run_id, call_id: call.call_id, digest });
+            deferred.push(DigestToFinish { run_id, call_id: call.call_id, digest });
           }
           to_tools.push(call);
         }
@@ -236,7 +236,7 @@ impl Supervisor {
   /// re-execution begins, every frame it took has been through here; and
   /// a history that compared a deferred identity first would finish it
   /// itself (`history.rs`).
-  pub(super) fn finish_digests(&self, deferred: Vec<Deferred>) {
+  pub(super) fn finish_digests(&self, deferred: Vec<DigestToFinish>) {
     if deferred.is_empty() {
       return;
     }
@@ -291,7 +291,7 @@ impl Supervisor {
 
 /// A new call whose digest is still to be finished
 /// ([`Supervisor::finish_digests`]).
-pub(super) struct Deferred {
+pub(super) struct DigestToFinish {
   run_id: u32,
   call_id: u32,
   digest: DeferredDigest,

@@ -946,6 +946,11 @@ impl<'a> Fields<'a> {
     Fields { rest: buffer.frame(), buffer: Some(buffer) }
   }
 
+  /// Where the next field starts in the frame's buffer (0 without one).
+  fn offset(&self) -> usize {
+    self.buffer.map_or(0, |buffer| buffer.frame().len() - self.rest.len())
+  }
+
   fn take(&mut self, len: usize) -> Result<&'a [u8], ProtocolError> {
     if self.rest.len() < len {
       return Err(ProtocolError(format!("a frame ends inside a field ({len} bytes wanted, {} left)", self.rest.len())));
@@ -999,15 +1004,13 @@ impl<'a> Fields<'a> {
   fn shared_text(&mut self) -> Result<Text, ProtocolError> {
     let not_utf8 = || ProtocolError("text is not UTF-8".to_owned());
     let len = self.u32()? as usize;
-    let at = self.buffer.map(|buffer| buffer.frame().len() - self.rest.len());
+    let at = self.offset();
     let bytes = self.take(len)?;
-    match (self.buffer, at) {
-      (Some(buffer), Some(at)) if len >= SPLICED_TEXT_BYTES => {
-        let shared = buffer.share(at, len).ok_or_else(|| ProtocolError("a text outside its frame".to_owned()))?;
-        Text::checked(shared).map_err(|_| not_utf8())
-      }
-      _ => Ok(Text::copy_of(std::str::from_utf8(bytes).map_err(|_| not_utf8())?)),
+    if let Some(buffer) = self.buffer.filter(|_| len >= SPLICED_TEXT_BYTES) {
+      let shared = buffer.share(at, len).ok_or_else(|| ProtocolError("a text outside its frame".to_owned()))?;
+      return Text::checked(shared).map_err(|_| not_utf8());
     }
+    Ok(Text::copy_of(std::str::from_utf8(bytes).map_err(|_| not_utf8())?))
   }
 
   fn utf16(&mut self) -> Result<Vec<u16>, ProtocolError> {
