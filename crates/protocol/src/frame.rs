@@ -1346,9 +1346,10 @@ mod tests {
   }
 
   /// Decoded from a reader's buffer, a reply's long texts are parts of
-  /// the buffer (its short ones copies), equal to a decode's; the buffer is
-  /// read into again only once nothing decoded from it holds it, and a
-  /// text that is not UTF-8 is refused either way.
+  /// the buffer (its short ones copies), equal to a decode's; a buffer is
+  /// read into again only once nothing decoded from it holds it (the other
+  /// one, or a fresh one, meanwhile), and a text that is not UTF-8 is
+  /// refused either way.
   #[test]
   fn long_reply_texts_decoded_from_a_buffer_share_it_until_they_are_gone() {
     let long = Text::from("é".repeat(SPLICED_TEXT_BYTES / 2));
@@ -1382,15 +1383,24 @@ mod tests {
     let in_buffer = |text: &Text| buffer.frame().as_ptr_range().contains(&text.as_ptr());
     assert!(in_buffer(&decoded[0].answer.text) && in_buffer(&decoded[1].answer.strings[0]));
     assert!(!in_buffer(&decoded[1].answer.text));
-    // Held: the next frame goes into a fresh buffer, the texts unchanged.
+    // Held: the next frame goes into the other buffer; both held, into a
+    // fresh one; the texts unchanged throughout.
     let kept = decoded[1].answer.strings[0].clone();
     drop(decoded);
-    assert_ne!(read_into(&mut buffer, &encoded), first);
+    let second = read_into(&mut buffer, &encoded);
+    assert_ne!(second, first);
+    let also_kept = ToHost::decode_shared(&buffer).unwrap();
+    let third = read_into(&mut buffer, &encoded);
+    assert!(third != first && third != second);
     assert_eq!(kept, long);
-    // Let go: the buffer is read into again.
-    let second = buffer.frame().as_ptr();
+    assert_eq!(also_kept, replies);
+    // Let go: the buffers are read into again, in turn.
+    drop((kept, also_kept));
     ToHost::decode_shared(&buffer).unwrap();
+    assert_eq!(read_into(&mut buffer, &encoded), third);
+    let held = ToHost::decode_shared(&buffer).unwrap();
     assert_eq!(read_into(&mut buffer, &encoded), second);
+    drop(held);
     let at = buffer.frame().len() - long.len();
     buffer.next_frame()[at] = 0xff;
     assert_eq!(ToHost::decode_shared(&buffer), Err(ProtocolError("text is not UTF-8".into())));

@@ -103,36 +103,46 @@ impl SharedBytes {
   }
 }
 
-/// A channel reader's buffer for the frames it reads, whose long texts are
-/// decoded as parts of it ([`FrameBuffer::share`]) instead of copied out:
-/// a long reply then reaches its run in the bytes it arrived in. The
-/// buffer is written again for the next frame once nothing decoded from
-/// the last one holds it (a run takes its reply into V8 as soon as it
-/// wakes); while something does, the next frame goes into a fresh buffer.
+/// A channel reader's buffers for the frames it reads, whose long texts
+/// are decoded as parts of them ([`FrameBuffer::share`]) instead of copied
+/// out: a long reply then reaches its run in the bytes it arrived in. Two
+/// buffers, taken in turn: a frame goes into one that nothing decoded from
+/// an earlier frame still holds (a run takes its reply into V8 as soon as
+/// it wakes, so with replies arriving one after another, one is in a run's
+/// hands while the next is read into the other), and into a fresh one only
+/// while both are held. A fresh buffer grows in fresh small pages as the
+/// frame arrives: slower than reading into one already written.
 #[derive(Default)]
-pub struct FrameBuffer(Arc<Vec<u8>>);
+pub struct FrameBuffer {
+  current: Arc<Vec<u8>>,
+  spare: Arc<Vec<u8>>,
+}
 
 impl FrameBuffer {
-  /// The buffer to read the next frame into: this one again when nothing
-  /// shares it, else a fresh one (the old one lives on in what shares it).
+  /// The buffer to read the next frame into (see the type's doc).
   pub fn next_frame(&mut self) -> &mut Vec<u8> {
-    if Arc::get_mut(&mut self.0).is_none() {
-      self.0 = Arc::default();
+    if Arc::get_mut(&mut self.current).is_none() {
+      if Arc::get_mut(&mut self.spare).is_some() {
+        std::mem::swap(&mut self.current, &mut self.spare);
+      } else {
+        // Both held: the held spare is left to whoever holds it.
+        self.spare = std::mem::take(&mut self.current);
+      }
     }
     // Not shared by now, so this never copies.
-    Arc::make_mut(&mut self.0)
+    Arc::make_mut(&mut self.current)
   }
 
-  /// The frame read into it.
+  /// The frame read into it last.
   pub fn frame(&self) -> &[u8] {
-    &self.0
+    &self.current
   }
 
-  /// `len` bytes of the frame from `start`, shared with it; `None` when
+  /// `len` bytes of that frame from `start`, shared with it; `None` when
   /// they are not all in it.
   pub fn share(&self, start: usize, len: usize) -> Option<SharedBytes> {
-    self.0.get(start..start.checked_add(len)?)?;
-    Some(SharedBytes(Arc::new(Stored::InFrame { frame: self.0.clone(), start, len })))
+    self.current.get(start..start.checked_add(len)?)?;
+    Some(SharedBytes(Arc::new(Stored::InFrame { frame: self.current.clone(), start, len })))
   }
 }
 
