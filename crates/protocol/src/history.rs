@@ -56,13 +56,6 @@ pub struct CallIdentity {
   argument: [u8; 32],
 }
 
-impl CallIdentity {
-  /// Digested whole, at once.
-  pub fn of(call: &BindingCall) -> CallIdentity {
-    Identity::of(call).known()
-  }
-}
-
 /// A call's identity as it is taken into the history. Only a call the
 /// history already holds (one a re-execution makes again) needs its
 /// identity at once, to be compared; a new call's is only stored, for a
@@ -98,6 +91,22 @@ fn digest_part(digest: &mut blake3::Hasher, tag: u8, bytes: &[u8]) {
   digest.update(bytes);
 }
 
+/// A UTF-16 string's part of an argument's digest: as [`digest_part`] of
+/// its little-endian bytes, turned into bytes in pieces, so a long string
+/// is not copied whole to be hashed (each piece large enough for BLAKE3 to
+/// hash its chunks side by side).
+fn digest_utf16(digest: &mut blake3::Hasher, units: &[u16]) {
+  digest.update(b"u");
+  digest.update(&(units.len() as u64 * 2).to_le_bytes());
+  let mut piece = [0u8; 32 * 1024];
+  for chunk in units.chunks(piece.len() / 2) {
+    for (unit, bytes) in chunk.iter().zip(piece.chunks_exact_mut(2)) {
+      bytes.copy_from_slice(&unit.to_le_bytes());
+    }
+    digest.update(&piece[..chunk.len() * 2]);
+  }
+}
+
 impl Identity {
   /// The call's identity: known when its argument has no long one-byte
   /// strings (or has UTF-16 ones too, digested in their place), deferred
@@ -118,20 +127,7 @@ impl Identity {
       for string in &call.strings {
         match string {
           RawString::Latin1(bytes) => digest_part(&mut digest, b'l', bytes),
-          RawString::Utf16(units) => {
-            digest.update(b"u");
-            digest.update(&(units.len() as u64 * 2).to_le_bytes());
-            // In pieces, so a long string is not copied whole to be hashed
-            // (each large enough for BLAKE3 to hash its chunks side by
-            // side).
-            let mut piece = [0u8; 32 * 1024];
-            for chunk in units.chunks(piece.len() / 2) {
-              for (unit, bytes) in chunk.iter().zip(piece.chunks_exact_mut(2)) {
-                bytes.copy_from_slice(&unit.to_le_bytes());
-              }
-              digest.update(&piece[..chunk.len() * 2]);
-            }
-          }
+          RawString::Utf16(units) => digest_utf16(&mut digest, units),
         }
       }
       return Identity::Known(CallIdentity {
@@ -572,8 +568,8 @@ mod tests {
     // The same text held as UTF-16 is another argument as it crossed.
     let mut wide = with_string.clone();
     wide.strings = vec![RawString::Utf16(vec![u16::from(b'x')])];
-    assert_ne!(CallIdentity::of(&with_string), CallIdentity::of(&wide));
-    assert_eq!(CallIdentity::of(&wide), CallIdentity::of(&wide.clone()));
+    assert_ne!(Identity::of(&with_string).known(), Identity::of(&wide).known());
+    assert_eq!(Identity::of(&wide).known(), Identity::of(&wide.clone()).known());
     assert_eq!(Divergence::Call(1).to_string(), "its call number 1 is not the recorded one");
   }
 
