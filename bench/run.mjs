@@ -21,8 +21,8 @@ import { benchBindings, CODE_MODE, COMPUTE, PARALLEL_CALLS, PAYLOADS, payloadBin
 
 const quick = process.argv.includes('--quick')
 const sizes = quick
-  ? { rounds: 4, perRound: 10, bindingRepeats: 2, computeRepeats: 2, throughput: 300, memory: 1000, waiting: [10, 100], behindCpu: 20, concurrencyRepeats: 1 }
-  : { rounds: 10, perRound: 20, bindingRepeats: 5, computeRepeats: 5, throughput: 2000, memory: 10000, waiting: [10, 100, 1000], behindCpu: 50, concurrencyRepeats: 3 }
+  ? { rounds: 6, perRound: 10, bindingRepeats: 2, computeRepeats: 2, throughput: 300, memory: 1000, waiting: [10, 100], behindCpu: 20, concurrencyRepeats: 1 }
+  : { rounds: 12, perRound: 20, bindingRepeats: 6, computeRepeats: 6, throughput: 2000, memory: 10000, waiting: [10, 100, 1000], behindCpu: 50, concurrencyRepeats: 3 }
 
 const previousAt = process.argv.indexOf('--previous')
 const previousRev = previousAt > 0 ? process.argv[previousAt + 1] : IN_PROCESS_REV
@@ -43,8 +43,19 @@ const previous = await mounted(PreviousRuntime)
 const ref = await mounted(WorkerThreadCodeRuntime)
 const backends = { v8, previous, worker: ref }
 const NAMES = Object.keys(backends)
-/** The order of round `round`: rotated, so no backend always goes first. */
-const order = (round) => NAMES.map((_, i) => NAMES[(i + round) % NAMES.length])
+/**
+ * Every order of the backends, rotations of the list and then of its
+ * reverse: over six rounds each backend runs first and last equally often,
+ * and right after each other backend equally often. A run's latency depends
+ * on what ran just before it (a worker thread being torn down, a reserve
+ * refilling), so rotations alone, which always run one backend right after
+ * the same other one, bias the rows that compare them.
+ */
+const ORDERS = [NAMES, [...NAMES].reverse()].flatMap((names) =>
+  names.map((_, shift) => names.map((_, i) => names[(i + shift) % names.length])),
+)
+/** The order of round `round`. */
+const order = (round) => ORDERS[round % ORDERS.length]
 
 function quantile(values, q) {
   const sorted = [...values].sort((a, b) => a - b)
