@@ -457,11 +457,12 @@ config_keys! {
     default: DefaultValue::AvailableCores,
     doc: [
       "Isolates kept prepared from the snapshot on idle threads, so that a",
-      "run arriving at an idle runtime starts at once. A reserve, shared out",
-      "among the isolate hosts: it does not grow with concurrency. While",
-      "runs that call no tool follow one another faster than a host makes",
-      "isolates, its share grows, up to twice, back to it at a run that",
-      "calls one or after 1 s without a run.",
+      "run arriving at an idle runtime starts at once. A reserve, kept by",
+      "the first isolate host, which takes every run that finds no host less",
+      "busy: it does not grow with concurrency. While runs that call no tool",
+      "follow one another faster than the host makes isolates, it grows, up",
+      "to twice, back to it at a run that calls one or after 1 s without a",
+      "run.",
     ],
   },
   host_unresponsive_ms: f64 = Key {
@@ -484,10 +485,10 @@ config_keys! {
     default: DefaultValue::Number(2.0),
     doc: [
       "Isolate-host processes the runs are spread over, each run going to",
-      "the one with the fewest runs (see [Isolation](#isolation-the-isolate-host)):",
-      "a host that dies takes only its own runs with it, so more hosts",
-      "divide what a crash costs, at a few MiB each. The `preparedIsolates`",
-      "reserve is shared out among them.",
+      "the one with the fewest runs, the first on a tie (see",
+      "[Isolation](#isolation-the-isolate-host)): a host that dies takes only",
+      "its own runs with it, so more hosts divide what a crash costs, at a",
+      "few MiB each. The first keeps the `preparedIsolates` reserve.",
     ],
   },
   host_max_rss_mb: f64 = Key {
