@@ -27,8 +27,12 @@ afterAll(async () => {
   delete process.env.DSH_LOCKDOWN_TEST_API_KEY
 })
 
-/** Every host alive, once each has run a program (so its run threads exist). */
-async function busyHosts(): Promise<number[]> {
+/**
+ * Every host alive, each running a program parked on a tool (so that its
+ * run threads exist: a host without prepared isolates keeps none idle),
+ * handed to `inspect` before the programs are let go.
+ */
+async function whileBusy(inspect: (pids: number[]) => void): Promise<void> {
   // One run parked on a tool per host, so that both hosts have started
   // run threads: the filter must cover threads made after it, too.
   let called = 0
@@ -48,11 +52,13 @@ async function busyHosts(): Promise<number[]> {
   )
   await until(() => called === hosts)
   const pids = m.runtime.stats().hostPids
-  const threads = pids.map((pid) => readdirSync(`/proc/${pid}/task`))
-  release()
+  try {
+    expect(pids.map((pid) => readdirSync(`/proc/${pid}/task`).length > 1)).toEqual(pids.map(() => true))
+    inspect(pids)
+  } finally {
+    release()
+  }
   for (const result of await Promise.all(parked)) expect(result).toEqual({ logs: [], value: 'held' })
-  expect(threads.every((tasks) => tasks.length > 1)).toBe(true)
-  return pids
 }
 
 function status(path: string): Record<string, string> {
@@ -77,23 +83,25 @@ describe('a locked-down host, seen from outside', () => {
   })
 
   it('runs every thread of every host under the seccomp filter, with no new privileges', async () => {
-    for (const pid of await busyHosts()) {
-      for (const task of readdirSync(`/proc/${pid}/task`)) {
-        let fields: Record<string, string>
-        try {
-          fields = status(`/proc/${pid}/task/${task}/status`)
-        } catch (error) {
-          // A thread that ended between the listing and the read.
-          if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue
-          throw error
+    await whileBusy((pids) => {
+      for (const pid of pids) {
+        for (const task of readdirSync(`/proc/${pid}/task`)) {
+          let fields: Record<string, string>
+          try {
+            fields = status(`/proc/${pid}/task/${task}/status`)
+          } catch (error) {
+            // A thread that ended between the listing and the read.
+            if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue
+            throw error
+          }
+          expect({ task, seccomp: fields.Seccomp, noNewPrivs: fields.NoNewPrivs }).toEqual({
+            task,
+            seccomp: '2',
+            noNewPrivs: '1',
+          })
         }
-        expect({ task, seccomp: fields.Seccomp, noNewPrivs: fields.NoNewPrivs }).toEqual({
-          task,
-          seccomp: '2',
-          noNewPrivs: '1',
-        })
       }
-    }
+    })
   })
 
   it('runs programs below the harness\'s priority, and its own control threads at it', async () => {
@@ -113,38 +121,42 @@ describe('a locked-down host, seen from outside', () => {
       // Fields after the name: state is the 3rd of stat(5), nice the 19th.
       return [{ task, name, nice: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]) }]
     }
-    for (const pid of await busyHosts()) {
-      const threads = readdirSync(`/proc/${pid}/task`).flatMap((task) => nice(pid, task))
-      const runs = threads.filter(({ name }) => name.startsWith('dsh-v8-run-'))
-      expect(runs.length).toBeGreaterThan(0)
-      for (const run of runs) expect(run.nice).toBeGreaterThan(harness)
-      const control = threads.filter(({ task, name }) => task === String(pid) || /^dsh-v8-(watchdog|schedule)/.test(name))
-      expect(control.map(({ name }) => name).sort()).toEqual(['dsh-isolate-hos', 'dsh-v8-schedule', 'dsh-v8-watchdog'])
-      for (const thread of control) expect(thread).toMatchObject({ nice: harness })
-    }
+    await whileBusy((pids) => {
+      for (const pid of pids) {
+        const threads = readdirSync(`/proc/${pid}/task`).flatMap((task) => nice(pid, task))
+        const runs = threads.filter(({ name }) => name.startsWith('dsh-v8-run-'))
+        expect(runs.length).toBeGreaterThan(0)
+        for (const run of runs) expect(run.nice).toBeGreaterThan(harness)
+        const control = threads.filter(({ task, name }) => task === String(pid) || /^dsh-v8-(watchdog|schedule)/.test(name))
+        expect(control.map(({ name }) => name).sort()).toEqual(['dsh-isolate-hos', 'dsh-v8-schedule', 'dsh-v8-watchdog'])
+        for (const thread of control) expect(thread).toMatchObject({ nice: harness })
+      }
+    })
   })
 
   it('holds no descriptor but its channel, its journal and stdio', async () => {
-    for (const pid of await busyHosts()) {
-      const channel = readlinkSync(`/proc/${pid}/fd/0`)
-      expect(channel).toMatch(/^socket:\[\d+\]$/)
-      const held = readdirSync(`/proc/${pid}/fd`).map(Number).sort((a, b) => a - b)
-      // stdio, the journal, then the channel's doorbells: the shared
-      // region's descriptor closed once it was mapped (dsh_protocol::ring).
-      const doorbells = Array.from({ length: HOST_LAST_HANDED_FD - HOST_REGION_FD }, (_, i) => HOST_REGION_FD + 1 + i)
-      expect(held).toEqual([0, 1, 2, HOST_JOURNAL_FD, ...doorbells])
-      const target = (fd: number) => readlinkSync(`/proc/${pid}/fd/${fd}`)
-      expect(target(1)).toBe('/dev/null')
-      expect(target(2)).toMatch(/^pipe:\[\d+\]$/)
-      // The journal and each doorbell's end: sockets, none of them the channel.
-      for (const fd of [HOST_JOURNAL_FD, ...doorbells]) {
-        expect({ fd, target: target(fd) }).toEqual({ fd, target: expect.stringMatching(/^socket:\[\d+\]$/) })
-        expect(target(fd)).not.toBe(channel)
+    await whileBusy((pids) => {
+      for (const pid of pids) {
+        const channel = readlinkSync(`/proc/${pid}/fd/0`)
+        expect(channel).toMatch(/^socket:\[\d+\]$/)
+        const held = readdirSync(`/proc/${pid}/fd`).map(Number).sort((a, b) => a - b)
+        // stdio, the journal, then the channel's doorbells: the shared
+        // region's descriptor closed once it was mapped (dsh_protocol::ring).
+        const doorbells = Array.from({ length: HOST_LAST_HANDED_FD - HOST_REGION_FD }, (_, i) => HOST_REGION_FD + 1 + i)
+        expect(held).toEqual([0, 1, 2, HOST_JOURNAL_FD, ...doorbells])
+        const target = (fd: number) => readlinkSync(`/proc/${pid}/fd/${fd}`)
+        expect(target(1)).toBe('/dev/null')
+        expect(target(2)).toMatch(/^pipe:\[\d+\]$/)
+        // The journal and each doorbell's end: sockets, none of them the channel.
+        for (const fd of [HOST_JOURNAL_FD, ...doorbells]) {
+          expect({ fd, target: target(fd) }).toEqual({ fd, target: expect.stringMatching(/^socket:\[\d+\]$/) })
+          expect(target(fd)).not.toBe(channel)
+        }
+        // The region is mapped once, and no descriptor holds it.
+        const maps = readFileSync(`/proc/${pid}/maps`, 'utf8').split('\n')
+        expect(maps.filter((line) => line.includes('/memfd:dsh-channel'))).toHaveLength(1)
       }
-      // The region is mapped once, and no descriptor holds it.
-      const maps = readFileSync(`/proc/${pid}/maps`, 'utf8').split('\n')
-      expect(maps.filter((line) => line.includes('/memfd:dsh-channel'))).toHaveLength(1)
-    }
+    })
   })
 
   it("holds none of the harness's environment, in /proc or in any global a program reaches", async () => {
