@@ -9,10 +9,11 @@ use std::time::Instant;
 use dsh_protocol::failure::{HostLoss, StopReason};
 use dsh_protocol::frame::{Answer, BindingCall, FromHost, Reply, ReplyKind, ToHost};
 use dsh_protocol::history::{CallVerdict, DeferredDigest, Identity, LogVerdict};
-use dsh_protocol::inbox::{Next, Ready, Watching};
+use dsh_protocol::inbox::{NextInBlocks, Ready, Watching};
 use dsh_protocol::ledger::{Completion, FailureKind};
 use dsh_protocol::lock::lock;
 use dsh_protocol::protections::Protections;
+use dsh_protocol::text::BlockFrame;
 
 use crate::host_process::HostEnd;
 
@@ -27,6 +28,13 @@ impl Supervisor {
   pub(super) fn receive_frame(&self, host: &Arc<Host>, frame: &[u8], from_journal: bool) -> Result<(), String> {
     let message = FromHost::decode(frame).map_err(|error| error.0)?;
     self.receive(host, message, from_journal)
+  }
+
+  /// A long frame from `host`'s channel, read into a block of its own: as
+  /// [`Supervisor::receive_frame`], its calls' long strings parts of it.
+  fn receive_block(&self, host: &Arc<Host>, frame: &BlockFrame) -> Result<(), String> {
+    let message = FromHost::decode_shared(frame).map_err(|error| error.0)?;
+    self.receive(host, message, false)
   }
 
   /// One message from `host` (see [`Supervisor::receive_frame`]).
@@ -303,10 +311,12 @@ pub(super) fn read_host(supervisor: &Weak<Supervisor>, host: &Arc<Host>) {
   let violation = loop {
     // Handled under the inbox's lock (held by `_reading`), so that calls
     // the main thread takes itself are handled in the order they were sent.
-    let _reading = match host.inbox.next(&mut frame) {
-      Ok(Next::Frame(reading)) => reading,
+    // A long frame is read into a block of its own (see `BlockFrame`).
+    let (_reading, block) = match host.inbox.next_in_blocks(&mut frame) {
+      Ok(NextInBlocks::Frame(reading)) => (reading, None),
+      Ok(NextInBlocks::Block(reading, block)) => (reading, Some(block)),
       // Ended by the harness itself when writing found the ring broken.
-      Ok(Next::Ended) => break host.link.violation(),
+      Ok(NextInBlocks::Ended) => break host.link.violation(),
       Err(error) if error.kind() == std::io::ErrorKind::InvalidData => break Some(error.to_string()),
       Err(_) => break host.link.violation(),
     };
@@ -315,7 +325,11 @@ pub(super) fn read_host(supervisor: &Weak<Supervisor>, host: &Arc<Host>) {
     if let Err(error) = read_journal(&supervisor, host, &mut journal_frame) {
       break Some(error);
     }
-    if let Err(error) = supervisor.receive_frame(host, &frame, false) {
+    let received = match &block {
+      Some(block) => supervisor.receive_block(host, block),
+      None => supervisor.receive_frame(host, &frame, false),
+    };
+    if let Err(error) = received {
       break Some(error);
     }
   };

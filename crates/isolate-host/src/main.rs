@@ -38,7 +38,7 @@ use dsh_protocol::ledger::{FailureKind, OutputLedger};
 use dsh_protocol::readings::Readings;
 use dsh_protocol::ring::{RingEnds, RingWriter};
 use dsh_protocol::socket::{self, send_now};
-use dsh_protocol::text::FrameBuffer;
+use dsh_protocol::text::{FrameBuffer, SharedFrame};
 
 /// The host's writing end of the channel, written by every thread that has
 /// something to say: each frame is one `write_all` under the lock, so

@@ -40,7 +40,7 @@ use crate::ledger::{Completion, FailureKind};
 use crate::out_of_band::{check_places, RawString};
 use crate::protections::Protections;
 use crate::readings::{Readings, Repeated, CLOCKS, REPEATED_BYTES};
-use crate::text::{FrameBuffer, SharedBytes, Text};
+use crate::text::{BlockFrame, FrameBuffer, SharedBytes, SharedFrame, Text};
 
 /// The host's file descriptor of the journal (see the module doc): the
 /// harness places the host's end there when it starts the host, and the
@@ -856,7 +856,17 @@ impl FromHost {
 
   /// Decode one frame's tag and fields (the length already taken off).
   pub fn decode(frame: &[u8]) -> Result<FromHost, ProtocolError> {
-    let mut fields = Fields::new(frame);
+    FromHost::decode_fields(Fields::new(frame))
+  }
+
+  /// As [`FromHost::decode`], a long frame read into a block of its own:
+  /// its calls' long one-byte strings (at least [`SPLICED_TEXT_BYTES`])
+  /// are parts of the block, not copies.
+  pub fn decode_shared(frame: &BlockFrame) -> Result<FromHost, ProtocolError> {
+    FromHost::decode_fields(Fields::sharing(frame))
+  }
+
+  fn decode_fields(mut fields: Fields<'_>) -> Result<FromHost, ProtocolError> {
     let message = match fields.u8()? {
       READY => FromHost::Ready {
         protections: Protections::from_bits(fields.u32()?)
@@ -885,7 +895,7 @@ impl FromHost {
               let string = match fields.u8()? {
                 LATIN1 => {
                   let len = fields.u32()? as usize;
-                  RawString::Latin1(SharedBytes::copy_of(fields.take(len)?))
+                  RawString::Latin1(fields.bytes(len)?)
                 }
                 UTF16 => RawString::Utf16(fields.utf16()?),
                 code => return Err(ProtocolError(format!("an out-of-band string of unknown encoding {code}"))),
@@ -934,7 +944,7 @@ impl FromHost {
 struct Fields<'a> {
   rest: &'a [u8],
   /// The buffer the frame is in, when its long texts may share it.
-  buffer: Option<&'a FrameBuffer>,
+  buffer: Option<&'a dyn SharedFrame>,
 }
 
 impl<'a> Fields<'a> {
@@ -942,7 +952,7 @@ impl<'a> Fields<'a> {
     Fields { rest: frame, buffer: None }
   }
 
-  fn sharing(buffer: &'a FrameBuffer) -> Self {
+  fn sharing(buffer: &'a dyn SharedFrame) -> Self {
     Fields { rest: buffer.frame(), buffer: Some(buffer) }
   }
 
@@ -998,19 +1008,23 @@ impl<'a> Fields<'a> {
     String::from_utf8(bytes.to_vec()).map_err(|_| ProtocolError("text is not UTF-8".to_owned()))
   }
 
-  /// A text, as [`Text`]: a long one part of the frame's buffer when the
-  /// frame is decoded from one ([`Fields::sharing`]), else a copy (a long
-  /// one in a block of its own).
+  /// A text, as [`Text`]: see [`Fields::bytes`].
   fn shared_text(&mut self) -> Result<Text, ProtocolError> {
-    let not_utf8 = || ProtocolError("text is not UTF-8".to_owned());
     let len = self.u32()? as usize;
+    Text::checked(self.bytes(len)?).map_err(|_| ProtocolError("text is not UTF-8".to_owned()))
+  }
+
+  /// The next `len` bytes: at least [`SPLICED_TEXT_BYTES`] of them part of
+  /// the frame's buffer when the frame is decoded from one
+  /// ([`Fields::sharing`]) and the buffer finds them worth sharing, else a
+  /// copy (a long one in a block of its own).
+  fn bytes(&mut self, len: usize) -> Result<SharedBytes, ProtocolError> {
     let at = self.offset();
     let bytes = self.take(len)?;
-    if let Some(buffer) = self.buffer.filter(|_| len >= SPLICED_TEXT_BYTES) {
-      let shared = buffer.share(at, len).ok_or_else(|| ProtocolError("a text outside its frame".to_owned()))?;
-      return Text::checked(shared).map_err(|_| not_utf8());
+    if let Some(buffer) = self.buffer.filter(|buffer| len >= SPLICED_TEXT_BYTES && buffer.worth_sharing(len)) {
+      return buffer.share(at, len).ok_or_else(|| ProtocolError("bytes outside their frame".to_owned()));
     }
-    Ok(Text::copy_of(std::str::from_utf8(bytes).map_err(|_| not_utf8())?))
+    Ok(SharedBytes::copy_of(bytes))
   }
 
   fn utf16(&mut self) -> Result<Vec<u16>, ProtocolError> {
@@ -1279,6 +1293,12 @@ mod tests {
         let _ = FromHost::decode(buffer.frame());
         let _ = ToHost::decode(buffer.frame());
         let _ = ToHost::decode_shared(&buffer);
+        if let Some(mut block) = BlockFrame::new(buffer.frame().len().max(1)) {
+          if let Some(bytes) = block.bytes_mut() {
+            bytes[..buffer.frame().len()].copy_from_slice(buffer.frame());
+          }
+          let _ = FromHost::decode_shared(&block);
+        }
       }
     }
   }
@@ -1433,6 +1453,46 @@ mod tests {
     let mut frame = Vec::new();
     assert!(read_frame(&mut wire.as_slice(), &mut frame).unwrap());
     assert_eq!(FromHost::decode(&frame).unwrap(), message);
+    // Decoded from a block of its own, a long one-byte string is a part of
+    // the block when it is at least half the frame, else a copy.
+    let block_of = |frame: &[u8]| {
+      let mut block = BlockFrame::new(frame.len()).unwrap();
+      block.bytes_mut().unwrap().copy_from_slice(frame);
+      block
+    };
+    let in_block = |block: &BlockFrame, message: &FromHost| {
+      let FromHost::Calls(calls) = message else { panic!("not calls") };
+      let part = |string: &RawString| match string {
+        RawString::Latin1(bytes) => block.frame().as_ptr_range().contains(&bytes.as_ptr()),
+        RawString::Utf16(_) => false,
+      };
+      calls[0].strings.iter().map(part).collect::<Vec<_>>()
+    };
+    let block = block_of(&frame);
+    let decoded = FromHost::decode_shared(&block).unwrap();
+    assert_eq!(decoded, message);
+    assert_eq!(in_block(&block, &decoded), [false, false, false]);
+    let mostly = FromHost::Calls(vec![BindingCall {
+      args: "[null,null]".into(),
+      paths: "[[0,0],[1,1]]".into(),
+      strings: vec![
+        RawString::Latin1(vec![0xe9; 4 * SPLICED_TEXT_BYTES].into()),
+        RawString::Latin1(vec![b's'; SPLICED_TEXT_BYTES].into()),
+      ],
+      ..no_strings()
+    }]);
+    let mut frame = Vec::new();
+    mostly.encode(&mut frame);
+    let mut block = block_of(&frame[4..]);
+    let decoded = FromHost::decode_shared(&block).unwrap();
+    assert_eq!(decoded, mostly);
+    assert_eq!(in_block(&block, &decoded), [true, false]);
+    // Shared, the block is read into no more; let go, it is.
+    assert!(block.bytes_mut().is_none());
+    drop(decoded);
+    assert!(block.bytes_mut().is_some());
+    // A string that claims to run past the frame is refused, not shared.
+    assert!(FromHost::decode_shared(&block_of(&frame[4..frame.len() - 1])).is_err());
   }
 
   /// Only a JSON answer has places for strings beside its text.

@@ -38,8 +38,10 @@ use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use crate::frame::MAX_FRAME_BYTES;
+use crate::large_block::HUGE_PAGE;
 use crate::ring::RingReader;
 use crate::socket::recv;
+use crate::text::BlockFrame;
 
 /// The largest frame a waiting thread takes: replies and calls that answer
 /// quickly are small; a large frame is read once, by the owner, rather than
@@ -49,6 +51,10 @@ pub const MAX_TAKEN_BYTES: usize = 64 * 1024;
 /// How much the owner reads at once: many small frames (a flood of log
 /// entries) cost one read, not one each.
 const READ_CHUNK: usize = 256 * 1024;
+
+/// The shortest frame [`Inbox::next_in_blocks`] reads into a block of its
+/// own: one that covers a huge page (see `text::BlockFrame`).
+pub const BLOCK_FRAME_BYTES: usize = HUGE_PAGE;
 
 /// Where an inbox's bytes come from.
 pub enum Source {
@@ -88,6 +94,32 @@ impl Source {
     match self {
       Source::Socket(stream) => crate::socket::wait(stream, libc::POLLIN),
       Source::Ring(ring) => ring.wait(),
+    }
+  }
+
+  /// Fill `buf`, waiting for its bytes as they come.
+  fn read_exactly_into(&self, buf: &mut [u8]) -> io::Result<()> {
+    let ended = || io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame");
+    match self {
+      Source::Socket(stream) => {
+        let mut stream: &UnixStream = stream;
+        match stream.read_exact(buf) {
+          Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => Err(ended()),
+          done => done,
+        }
+      }
+      Source::Ring(ring) => {
+        let mut at = 0;
+        while at < buf.len() {
+          match ring.read_now(&mut buf[at..], false) {
+            Ok(0) => return Err(ended()),
+            Ok(read) => at += read,
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => ring.wait()?,
+            Err(error) => return Err(error),
+          }
+        }
+        Ok(())
+      }
     }
   }
 
@@ -212,6 +244,18 @@ pub enum Next<'a> {
   Ended,
 }
 
+/// What the owner found ([`Inbox::next_in_blocks`]): as [`Next`], or a
+/// long frame read into a block of its own.
+pub enum NextInBlocks<'a> {
+  /// A frame in the owner's `Vec`, handled while this guard is held.
+  Frame(InboxGuard<'a>),
+  /// A frame of [`BLOCK_FRAME_BYTES`] or more in a block of its own,
+  /// handled while this guard is held.
+  Block(InboxGuard<'a>, BlockFrame),
+  /// The stream ended between frames.
+  Ended,
+}
+
 /// What the owner of a stream nobody waits on found ([`Inbox::next_ready`]).
 pub enum Ready<'a> {
   /// A frame (its tag and fields), handled while this guard is held.
@@ -238,13 +282,39 @@ impl Inbox {
   /// stream that ends inside a frame, a read that fails). A long frame is
   /// read straight into `frame`, holding the lock while the rest arrives.
   pub fn next<'a>(&'a self, frame: &mut Vec<u8>) -> io::Result<Next<'a>> {
+    match self.next_frame(frame, false)? {
+      NextInBlocks::Frame(guard) => Ok(Next::Frame(guard)),
+      NextInBlocks::Ended => Ok(Next::Ended),
+      NextInBlocks::Block(..) => Err(io::Error::other("a frame read into a block unasked")),
+    }
+  }
+
+  /// As [`Inbox::next`], but a frame of [`BLOCK_FRAME_BYTES`] or more is
+  /// read into a block of its own (`text::BlockFrame`) when the OS maps one,
+  /// for its long strings to be decoded as parts of it.
+  pub fn next_in_blocks<'a>(&'a self, frame: &mut Vec<u8>) -> io::Result<NextInBlocks<'a>> {
+    self.next_frame(frame, true)
+  }
+
+  fn next_frame<'a>(&'a self, frame: &mut Vec<u8>, blocks: bool) -> io::Result<NextInBlocks<'a>> {
     loop {
       let mut reading = crate::lock::lock(&self.reading);
       if let Some(len) = reading.whole_frame()? {
         reading.pop_into(len, frame);
-        return Ok(Next::Frame(InboxGuard { _reading: reading }));
+        return Ok(NextInBlocks::Frame(InboxGuard { _reading: reading }));
       }
       if let Some(len) = frame_len(reading.unhandled())? {
+        let block = if blocks && len >= BLOCK_FRAME_BYTES { BlockFrame::new(len) } else { None };
+        if let Some(mut block) = block {
+          // What is here, then the rest read straight into the block.
+          let held = reading.unhandled().len() - 4;
+          let bytes = block.bytes_mut().ok_or_else(|| io::Error::other("a fresh block already shared"))?;
+          let (here, rest) = bytes.split_at_mut(held);
+          here.copy_from_slice(&reading.unhandled()[4..]);
+          reading.consume(held + 4);
+          self.source.read_exactly_into(rest)?;
+          return Ok(NextInBlocks::Block(InboxGuard { _reading: reading }, block));
+        }
         if len > MAX_TAKEN_BYTES {
           // Long: what is here, then the rest read straight into `frame`,
           // which grows with the bytes that actually arrive (a length a
@@ -254,14 +324,14 @@ impl Inbox {
           frame.extend_from_slice(&reading.unhandled()[4..]);
           reading.consume(held + 4);
           self.source.read_exactly(frame, len - held)?;
-          return Ok(Next::Frame(InboxGuard { _reading: reading }));
+          return Ok(NextInBlocks::Frame(InboxGuard { _reading: reading }));
         }
       }
       // Nothing whole here: read what the stream has, without waiting.
       let read = self.source.read_now(reading.room(), false);
       reading.end += *read.as_ref().unwrap_or(&0);
       match read {
-        Ok(0) if reading.unhandled().is_empty() => return Ok(Next::Ended),
+        Ok(0) if reading.unhandled().is_empty() => return Ok(NextInBlocks::Ended),
         Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame")),
         Ok(_) => continue,
         Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
@@ -423,7 +493,9 @@ const _: () = assert!(MAX_TAKEN_BYTES as u64 <= MAX_FRAME_BYTES as u64);
 mod tests {
   use super::*;
   use crate::frame::{BindingCall, FromHost, ToHost};
+  use crate::out_of_band::RawString;
   use crate::ring::{tests::channel, RingEnds};
+  use crate::text::SharedFrame;
   use std::io::Write;
 
   /// Each source an inbox reads, with the writing end of its stream.
@@ -573,6 +645,53 @@ mod tests {
     assert!(inbox.next(&mut frame).is_err());
     // The buffer grew with the bytes, not with the claim.
     assert!(frame.capacity() < 1 << 20, "{} bytes reserved", frame.capacity());
+  }
+
+  #[test]
+  fn a_long_frame_read_in_blocks_is_a_block_of_its_own_and_its_strings_parts_of_it() {
+    for (writer, inbox) in inboxes() {
+      a_long_frame_in_a_block(writer, inbox);
+    }
+  }
+
+  fn a_long_frame_in_a_block(mut writer: Writer, inbox: Inbox) {
+    let long = FromHost::Calls(vec![BindingCall {
+      run_id: 1,
+      call_id: 0,
+      namespace: 0,
+      function: 0,
+      args: "[null]".to_owned(),
+      paths: "[[0,0]]".to_owned(),
+      strings: vec![RawString::Latin1(vec![0xe9; BLOCK_FRAME_BYTES].into())],
+    }]);
+    let bytes = [frame_of(&long), frame_of(&calls(2))].concat();
+    // Longer than the channel holds: written beside the reads.
+    let writing = std::thread::spawn(move || writer.write_all(&bytes).map(|()| writer));
+    let mut frame = Vec::new();
+    let NextInBlocks::Block(guard, block) = inbox.next_in_blocks(&mut frame).unwrap() else {
+      panic!("a long frame not in a block")
+    };
+    drop(guard);
+    let decoded = FromHost::decode_shared(&block).unwrap();
+    assert_eq!(decoded, long);
+    let FromHost::Calls(decoded) = decoded else { unreachable!() };
+    let RawString::Latin1(string) = &decoded[0].strings[0] else { panic!("not one-byte") };
+    assert!(block.frame().as_ptr_range().contains(&string.as_ptr()));
+    // A short frame after it is the owner's `Vec`'s, as with `next`.
+    assert!(matches!(inbox.next_in_blocks(&mut frame).unwrap(), NextInBlocks::Frame(_)));
+    assert_eq!(FromHost::decode(&frame).unwrap(), calls(2));
+    drop(writing.join().unwrap().unwrap());
+    assert!(matches!(inbox.next_in_blocks(&mut frame).unwrap(), NextInBlocks::Ended));
+  }
+
+  #[test]
+  fn a_long_frame_claimed_and_never_sent_ends_the_channel_from_a_block_too() {
+    for (mut writer, inbox) in inboxes() {
+      writer.write_all(&(MAX_FRAME_BYTES - 1).to_le_bytes()).unwrap();
+      writer.write_all(&[FromHost::CALLS_TAG; 10]).unwrap();
+      drop(writer);
+      assert!(inbox.next_in_blocks(&mut Vec::new()).is_err());
+    }
   }
 
   #[test]

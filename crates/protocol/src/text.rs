@@ -32,6 +32,13 @@ enum Stored {
     start: usize,
     len: usize,
   },
+  /// `len` bytes from `start` of a long frame read whole into a block of
+  /// its own ([`BlockFrame`]).
+  InBlock {
+    frame: Arc<LargeBlock>,
+    start: usize,
+    len: usize,
+  },
 }
 
 impl Default for Stored {
@@ -99,8 +106,22 @@ impl SharedBytes {
       Stored::Small(bytes) => bytes,
       Stored::Large { block, len } => block.bytes().get(..*len).unwrap_or_default(),
       Stored::InFrame { frame, start, len } => frame.get(*start..*start + *len).unwrap_or_default(),
+      Stored::InBlock { frame, start, len } => frame.bytes().get(*start..*start + *len).unwrap_or_default(),
     }
   }
+}
+
+/// A frame whose long texts and strings are decoded as parts of it
+/// ([`SharedFrame::share`]) rather than copied out of it.
+pub trait SharedFrame {
+  /// The frame's bytes (its tag and fields).
+  fn frame(&self) -> &[u8];
+  /// `len` bytes of the frame from `start`, shared with it; `None` when
+  /// they are not all in it.
+  fn share(&self, start: usize, len: usize) -> Option<SharedBytes>;
+  /// Whether a part of `len` bytes is worth sharing rather than copying,
+  /// given what sharing it keeps.
+  fn worth_sharing(&self, len: usize) -> bool;
 }
 
 /// A channel reader's buffers for the frames it reads, whose long texts
@@ -132,17 +153,72 @@ impl FrameBuffer {
     // Not shared by now, so this never copies.
     Arc::make_mut(&mut self.current)
   }
+}
 
-  /// The frame read into it last.
-  pub fn frame(&self) -> &[u8] {
+/// Its frame is the one read into it last.
+impl SharedFrame for FrameBuffer {
+  fn frame(&self) -> &[u8] {
     &self.current
   }
 
-  /// `len` bytes of that frame from `start`, shared with it; `None` when
-  /// they are not all in it.
-  pub fn share(&self, start: usize, len: usize) -> Option<SharedBytes> {
+  fn share(&self, start: usize, len: usize) -> Option<SharedBytes> {
     self.current.get(start..start.checked_add(len)?)?;
     Some(SharedBytes(Arc::new(Stored::InFrame { frame: self.current.clone(), start, len })))
+  }
+
+  /// Always: the host's run takes its reply into V8 as soon as it wakes,
+  /// and lets the part go.
+  fn worth_sharing(&self, _len: usize) -> bool {
+    true
+  }
+}
+
+/// A long frame read whole into a block of its own (by the harness's
+/// reader of a host's channel: `inbox::Inbox::next_in_blocks`), whose long
+/// strings are decoded as parts of it: a tool then reads a call's long
+/// argument in the bytes it arrived in, one copy out of the channel, where
+/// reading the frame into the reader's kept `Vec` made two (into the
+/// `Vec`, then out of it into a block of the string's own). A block per
+/// frame, never read into again: whatever shares it (an external string a
+/// tool holds until Node collects it, a run's history) keeps it mapped
+/// until the last part is let go, and a `Vec` read into afresh would fault
+/// in small pages and grow by copying.
+pub struct BlockFrame {
+  block: Arc<LargeBlock>,
+  len: usize,
+}
+
+impl BlockFrame {
+  /// A block for a frame of `len` bytes (> 0); `None` when the OS refuses
+  /// the mapping. The mapping costs only the pages written: a length a
+  /// host claims and never sends costs nothing.
+  pub fn new(len: usize) -> Option<BlockFrame> {
+    Some(BlockFrame { block: Arc::new(LargeBlock::new(len)?), len })
+  }
+
+  /// Room for the frame's bytes, to read it into; `None` once a part of it
+  /// is shared.
+  pub fn bytes_mut(&mut self) -> Option<&mut [u8]> {
+    let len = self.len;
+    Arc::get_mut(&mut self.block).and_then(|block| block.bytes_mut().get_mut(..len))
+  }
+}
+
+impl SharedFrame for BlockFrame {
+  fn frame(&self) -> &[u8] {
+    self.block.bytes().get(..self.len).unwrap_or_default()
+  }
+
+  fn share(&self, start: usize, len: usize) -> Option<SharedBytes> {
+    self.frame().get(start..start.checked_add(len)?)?;
+    Some(SharedBytes(Arc::new(Stored::InBlock { frame: self.block.clone(), start, len })))
+  }
+
+  /// A part kept keeps the whole block mapped (a tool may keep a call's
+  /// argument as long as it likes): only a part of at least half the
+  /// frame is shared, so what is kept holds at most twice its own size.
+  fn worth_sharing(&self, len: usize) -> bool {
+    len.saturating_mul(2) >= self.len
   }
 }
 
