@@ -2,10 +2,12 @@
 //! UTF-8 texts made of them ([`Text`]): what crosses the channel long (a
 //! tool's reply, a call's one-byte string argument) as each side holds it,
 //! once: the harness in the run's history and in the frame that sends it
-//! (`frame::SplicedFrames`), the host in the frame that sends a call and,
-//! for a reply, in the buffer its frame was read into ([`FrameBuffer`])
-//! until the program has it. Long ones written here go into a block of
-//! their own in huge pages (`large_block`); short ones are a `Vec`'s.
+//! (`frame::SplicedFrames`) and, for a call's string in a long frame, in
+//! the block that frame was read into ([`BlockFrame`]) while its tool
+//! holds it; the host in the frame that sends a call and, for a reply, in
+//! the buffer its frame was read into ([`FrameBuffer`]) until the program
+//! has it. Long ones written here go into a block of their own in huge
+//! pages (`large_block`); short ones are a `Vec`'s.
 
 use std::fmt;
 use std::mem::MaybeUninit;
