@@ -13,7 +13,6 @@ use dsh_protocol::inbox::{NextInBlocks, Ready, Watching};
 use dsh_protocol::ledger::{Completion, FailureKind};
 use dsh_protocol::lock::lock;
 use dsh_protocol::protections::Protections;
-use dsh_protocol::text::BlockFrame;
 
 use crate::host_process::HostEnd;
 
@@ -28,13 +27,6 @@ impl Supervisor {
   pub(super) fn receive_frame(&self, host: &Arc<Host>, frame: &[u8], from_journal: bool) -> Result<(), String> {
     let message = FromHost::decode(frame).map_err(|error| error.0)?;
     self.receive(host, message, from_journal)
-  }
-
-  /// A long frame from `host`'s channel, read into a block of its own: as
-  /// [`Supervisor::receive_frame`], its calls' long strings parts of it.
-  fn receive_block(&self, host: &Arc<Host>, frame: &BlockFrame) -> Result<(), String> {
-    let message = FromHost::decode_shared(frame).map_err(|error| error.0)?;
-    self.receive(host, message, false)
   }
 
   /// One message from `host` (see [`Supervisor::receive_frame`]).
@@ -325,11 +317,12 @@ pub(super) fn read_host(supervisor: &Weak<Supervisor>, host: &Arc<Host>) {
     if let Err(error) = read_journal(&supervisor, host, &mut journal_frame) {
       break Some(error);
     }
-    let received = match &block {
-      Some(block) => supervisor.receive_block(host, block),
-      None => supervisor.receive_frame(host, &frame, false),
+    // A long frame's calls' long strings are decoded as parts of its block.
+    let message = match &block {
+      Some(block) => FromHost::decode_shared(block),
+      None => FromHost::decode(&frame),
     };
-    if let Err(error) = received {
+    if let Err(error) = message.map_err(|error| error.0).and_then(|message| supervisor.receive(host, message, false)) {
       break Some(error);
     }
   };

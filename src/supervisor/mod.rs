@@ -196,7 +196,7 @@ impl State {
   fn least_loaded(&self, shared: usize) -> Option<usize> {
     let count = shared.min(self.slots.len());
     (0..count)
-      .filter(|&i| self.slots[i].ready && self.slots[i].retiring.is_none() && self.slots[i].host.is_some())
+      .filter(|&i| self.slots[i].takes_runs() && self.slots[i].retiring.is_none())
       .min_by_key(|&i| self.slots[i].placed)
   }
 }

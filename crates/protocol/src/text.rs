@@ -127,7 +127,7 @@ pub trait SharedFrame {
 }
 
 /// A channel reader's buffers for the frames it reads, whose long texts
-/// are decoded as parts of them ([`FrameBuffer::share`]) instead of copied
+/// are decoded as parts of them ([`SharedFrame::share`]) instead of copied
 /// out: a long reply then reaches its run in the bytes it arrived in. Two
 /// buffers, taken in turn: a frame goes into one that nothing decoded from
 /// an earlier frame still holds (a run takes its reply into V8 as soon as
