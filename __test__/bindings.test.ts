@@ -116,6 +116,9 @@ describe('calls', () => {
     ['a decorated array', 'Object.assign([1], { extra: 1 })'],
     ['a symbol key', '{ [Symbol("k")]: 1 }'],
     ['a non-enumerable key', 'Object.defineProperty({}, "k", { value: 1 })'],
+    ['a symbol key beside string keys', '{ a: 1, [Symbol("k")]: 1 }'],
+    ['a non-enumerable key beside enumerable ones', 'Object.defineProperty({ a: 1 }, "k", { value: 1 })'],
+    ['a non-enumerable key of a null-prototype object', 'Object.defineProperty(Object.create(null), "k", { value: 1 })'],
     ['a cycle', '(() => { const o: any = {}; o.self = o; return o })()'],
     ['a forged prototype', 'Object.setPrototypeOf({}, { constructor: Object })'],
     ['a spoofed Array prototype', 'Object.setPrototypeOf([], Object.create(Array.prototype))'],
@@ -775,6 +778,30 @@ describe('the shared lossless-JSON code, host side', () => {
     for (const value of [undefined, Number.NaN, -0, Infinity, 1n, Symbol('s'), () => 1]) expect(encodeLossless(value)).toBeUndefined()
     expect(encodeLossless('é"\n')).toBe(JSON.stringify('é"\n'))
     expect(encodeLossless({ a: [1, null, true, 'x'] })).toBe('{"a":[1,null,true,"x"]}')
+    const hidden = [
+      { a: 1, [Symbol('k')]: 2 },
+      Object.defineProperty({ a: 1 }, 'k', { value: 1 }),
+      Object.defineProperty(Object.create(null), 'k', { value: 1 }),
+      { a: [Object.defineProperty({ b: 1 }, Symbol('k'), { value: 1 })] },
+    ]
+    for (const value of hidden) expect(encodeLossless(value)).toBeUndefined()
+  })
+
+  it('encodes short strings and keys exactly as JSON.stringify does, whatever code unit they hold', async () => {
+    const { encodeLossless } = await import('../lib/lossless-json.js')
+    // Every code unit, alone and at either end of strings on both sides of
+    // the length up to which the encoder scans them itself (32).
+    const mismatches: unknown[] = []
+    for (let unit = 0; unit <= 0xffff; unit++) {
+      const c = String.fromCharCode(unit)
+      for (const text of [c, `ab${c}`, c + 'x'.repeat(31), 'x'.repeat(31) + c, 'x'.repeat(32) + c]) {
+        const value = { [text]: [text] }
+        if (encodeLossless(value) !== JSON.stringify(value)) mismatches.push([unit, text, encodeLossless(value)])
+      }
+    }
+    expect(mismatches).toEqual([])
+    const pair = '\ud83d\ude00'
+    expect(encodeLossless({ [pair]: pair })).toBe(JSON.stringify({ [pair]: pair }))
   })
 
   it('decodeWithStrings puts each string at its nulls, and refuses places that lead elsewhere or name strings out of order', async () => {

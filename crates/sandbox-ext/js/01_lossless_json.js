@@ -34,6 +34,8 @@
       ObjectGetPrototypeOf,
       ObjectIs,
       ReflectOwnKeys,
+      ObjectGetOwnPropertyNames,
+      ObjectGetOwnPropertySymbols,
       NumberIsFinite,
       JSONStringify,
       JSONParse,
@@ -46,12 +48,20 @@
     } = p;
     const SafeSet = p.Set;
     const ObjectHasOwn = p.ObjectHasOwn;
+    const ObjectKeys = p.ObjectKeys;
+    const StringPrototypeCharCodeAt = p.StringPrototypeCharCodeAt;
+    const StringPrototypeIndexOf = p.StringPrototypeIndexOf;
     const RegExpPrototypeExec = p.RegExpPrototypeExec;
     // Where JSON.parse could yield -0 or an overflowed Infinity: a number
     // token "-0..." (in JSON a number starts the text or follows "[", ","
-    // or ":", after optional white space), an exponent of 3+ digits, or a
-    // literal of 309+ digits. Inside strings these only cost the walk.
-    const SUSPICIOUS_NUMBER = new p.RegExp("(?:^|[[,:])[ \\t\\n\\r]*-0|[eE][+-]?\\d{3}|\\d{309}");
+    // or ":", after optional white space), an exponent of 3+ digits (an
+    // underflow to -0 too), or a literal of 309+ digits. Inside strings
+    // these only cost the walk. Three patterns, each tried only where it
+    // could match: as one alternation, tried at every "[", "," and ":",
+    // they cost half to two thirds of parsing a small object's text.
+    const NEGATIVE_ZERO = new p.RegExp("(?:^|[[,:])[ \\t\\n\\r]*-0");
+    const LONG_EXPONENT = new p.RegExp("[eE][+-]?\\d{3}");
+    const LONG_LITERAL = new p.RegExp("\\d{309}");
     // What JSON.stringify escapes in a string: a quote, a backslash, a
     // control character, a surrogate (a lone one becomes \udXXX; paired
     // ones are left to JSON.stringify too). Where JSON.stringify is slow on
@@ -76,8 +86,24 @@
      */
     const SAME_STRING_CANDIDATES = 8;
 
-    /** JSON text of a string: JSON.stringify, spared for a long clean one. */
+    /**
+     * Up to this length a string is scanned here for what JSON.stringify
+     * would escape: a call of JSON.stringify costs more than the scan.
+     */
+    const SHORT_STRING = 32;
+
+    /**
+     * JSON text of a string (a value or a key): JSON.stringify, spared for
+     * a short or long one with nothing to escape.
+     */
     function quote(s) {
+      if (s.length <= SHORT_STRING) {
+        for (let i = 0; i < s.length; i++) {
+          const c = StringPrototypeCharCodeAt(s, i);
+          if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff)) return JSONStringify(s);
+        }
+        return '"' + s + '"';
+      }
       return s.length >= LONG_STRING && RegExpPrototypeExec(ESCAPED, s) === null ? '"' + s + '"' : JSONStringify(s);
     }
 
@@ -155,7 +181,7 @@
         }
         nexts[top] = i + 1;
         if (i > 0) out += ",";
-        if (keys !== null) out += JSONStringify(keys[i]) + ":";
+        if (keys !== null) out += quote(keys[i]) + ":";
         const child = values[i];
         switch (typeof child) {
           case "string":
@@ -217,7 +243,7 @@
           const i = nexts[f] - 1;
           const keys = keyLists[f];
           // The key token exactly as the JSON text has it.
-          place += "," + (keys === null ? "" + i : JSONStringify(keys[i]));
+          place += "," + (keys === null ? "" + i : quote(keys[i]));
         }
         paths += (places++ === 0 ? "[" : ",") + place + "]";
         if (index === strings) {
@@ -235,10 +261,11 @@
       function open(v) {
         if (isProxy(v) || (ancestors !== undefined && SetPrototypeHas(ancestors, v))) return false;
         const proto = ObjectGetPrototypeOf(v);
-        const keys = ReflectOwnKeys(v);
         const values = [];
         let isArray = false;
+        let keys;
         if (ArrayIsArray(v)) {
+          keys = ReflectOwnKeys(v);
           if (proto !== ArrayPrototype) return false;
           const length = v.length;
           if (keys.length !== length + 1) return false;
@@ -250,10 +277,16 @@
           isArray = true;
         } else {
           if (proto !== ObjectPrototype && proto !== null) return false;
+          // No symbol keys, and as many own string keys as enumerable
+          // ones. Not Reflect.ownKeys: V8 answers these three from the
+          // object's enum cache when every key is an enumerable string,
+          // and builds Reflect.ownKeys's list anew each time (a quarter of
+          // what encoding a small object cost).
+          if (ObjectGetOwnPropertySymbols(v).length !== 0) return false;
+          keys = ObjectKeys(v);
+          if (ObjectGetOwnPropertyNames(v).length !== keys.length) return false;
           for (let i = 0; i < keys.length; i++) {
-            const key = keys[i];
-            if (typeof key !== "string" || !ObjectPrototypePropertyIsEnumerable(v, key)) return false;
-            values[i] = v[key];
+            values[i] = v[keys[i]];
           }
         }
         if (ancestors !== undefined) SetPrototypeAdd(ancestors, v);
@@ -265,6 +298,15 @@
         out += isArray ? "[" : "{";
         return true;
       }
+    }
+
+    /** Whether JSON.parse of `text` could have made -0 or Infinity. */
+    function suspicious(text) {
+      return (
+        (StringPrototypeIndexOf(text, "-0") !== -1 && RegExpPrototypeExec(NEGATIVE_ZERO, text) !== null) ||
+        RegExpPrototypeExec(LONG_EXPONENT, text) !== null ||
+        (text.length >= 309 && RegExpPrototypeExec(LONG_LITERAL, text) !== null)
+      );
     }
 
     /**
@@ -285,9 +327,9 @@
       // JSON.parse yields -0 only from a "-0..." number token (or an
       // underflowing exponent) and Infinity only from an exponent of 3+
       // digits or a 309+ digit literal: text with none of these
-      // (SUSPICIOUS_NUMBER) needs no second look.
+      // (NEGATIVE_ZERO, LONG_EXPONENT, LONG_LITERAL) needs no second look.
       // A string holds no number at all.
-      if (typeof value === "string" || RegExpPrototypeExec(SUSPICIOUS_NUMBER, text) === null) return value;
+      if (typeof value === "string" || !suspicious(text)) return value;
       const stack = [value];
       let top = 1;
       while (top > 0) {
