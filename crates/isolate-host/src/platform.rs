@@ -26,7 +26,20 @@ static INIT: OnceLock<Result<(), String>> = OnceLock::new();
 /// once the runtime is idle (`release_v8_page_pool`). Releasing them at once
 /// on disposal instead (`--no-memory-pool-share-memory-on-teardown`) cost
 /// trivial runs ~0.25 ms each and bursts of them ~25% of their throughput.
-const V8_FLAGS: &str = "--memory-pool-timeout=1";
+///
+/// `--invocation-count-for-maglev=2000 --invocation-count-for-turbofan=30000`
+/// (V8's defaults 400 and 3000): every isolate is new, and optimizes its
+/// hot functions anew, the sandbox's own among them (the bridge's call and
+/// reply paths, the lossless-JSON walk); a run of many quick calls paid
+/// for Maglev and TurboFan compiles, on V8's worker threads, that its few
+/// milliseconds did not earn back, on CPUs the harness needed. Measured in
+/// separate processes, alternating: a `Promise.all` of 10000 calls 32 ->
+/// 27 ms; Code Mode shaped, trivial, compute (JSON, a loop, regex), fib(30)
+/// and an allocation-heavy class program alike. A program's long loops are
+/// optimized as before (on-stack replacement has counts of its own), its
+/// hot functions a little later.
+const V8_FLAGS: &str =
+  "--memory-pool-timeout=1 --invocation-count-for-maglev=2000 --invocation-count-for-turbofan=30000";
 
 /// Where V8 makes a run's optimized code, for every isolate of the process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
