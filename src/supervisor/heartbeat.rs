@@ -1,12 +1,14 @@
 //! The supervisor thread and what operators see: the heartbeat (a host
 //! that stops answering is killed and replaced), replacements started,
-//! queued runs timed out at their wall ceiling, and `stats()`.
+//! queued runs timed out at their wall ceiling, freed blocks let go of
+//! (`large_block`), and `stats()`.
 
 use std::sync::Weak;
 use std::time::{Duration, Instant};
 
 use dsh_protocol::failure::StopReason;
 use dsh_protocol::frame::{HostStats, ToHost};
+use dsh_protocol::large_block;
 use dsh_protocol::ledger::Outcomes;
 use dsh_protocol::lock::lock;
 use dsh_protocol::protections::Protections;
@@ -135,10 +137,17 @@ pub(super) fn heartbeat(unresponsive_after: Duration) -> Duration {
 
 /// The supervisor thread (see the module doc).
 pub(super) fn supervise(supervisor: &Weak<Supervisor>) {
+  // Replies' texts are blocks of their own, each kept until its run ends:
+  // the next run's reuse them (see `large_block`), and each beat lets go
+  // of those unused for a while.
+  large_block::keep_freed_blocks();
   let mut next_beat = Instant::now();
   loop {
     let Some(supervisor) = supervisor.upgrade() else { return };
     let beat = heartbeat(supervisor.settings.unresponsive_after);
+    if Instant::now() >= next_beat {
+      large_block::release_unused_blocks(Instant::now());
+    }
     let mut state = lock(&supervisor.state);
     if state.finished {
       return;

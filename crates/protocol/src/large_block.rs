@@ -17,8 +17,27 @@
 //! block's length rounded up to a small page, so it holds no more memory
 //! than its length, to the page; its tail is in small pages. Dropping it
 //! unmaps it: the memory goes back to the OS at once.
+//!
+//! Except a reusable block ([`LargeBlock::reusable`]: a text written on its
+//! way across) in a process that keeps freed blocks ([`keep_freed_blocks`]:
+//! the harness, where every reply's text is one): dropped, it is kept, up
+//! to [`KEPT_BYTES`], for the next block it can hold, and unmapped once
+//! unused for [`KEPT_FOR`] ([`release_unused_blocks`], called
+//! periodically). Each reply text of a run is kept until the run ends (its
+//! history), so a run's long replies are each a new block, and the next
+//! run's find theirs faulted in: writing a 1 MB reply into a fresh block
+//! cost about a quarter of the harness's main thread's time for the call
+//! (the kernel zeroing a huge page, and unmapping the tail after it).
+//! There [`LargeBlock::shrink`] keeps the mapping (an unmap within a huge
+//! page splits it): such a block holds what was written rounded up to a
+//! huge page. Blocks a tool may keep (a call's long argument) are not
+//! reusable: they go back to the OS as soon as Node collects them.
 
 use std::ptr::NonNull;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::lock::lock;
 
 /// A transparent huge page on x86-64 (and on aarch64 with 4 KiB pages).
 pub const HUGE_PAGE: usize = 2 << 20;
@@ -27,11 +46,76 @@ pub const HUGE_PAGE: usize = 2 << 20;
 /// only rounds a mapping further).
 const PAGE: usize = 4096;
 
+/// At most this many bytes of freed blocks are kept (by their mappings'
+/// lengths, of which only the pages once written hold memory).
+pub const KEPT_BYTES: usize = 128 << 20;
+
+/// How long a freed block is kept unused before it is unmapped.
+pub const KEPT_FOR: Duration = Duration::from_secs(1);
+
+/// The blocks freed and kept (see the module doc).
+static FREED: Mutex<FreedBlocks> = Mutex::new(FreedBlocks { keep: false, blocks: Vec::new(), bytes: 0 });
+
+struct FreedBlocks {
+  /// Whether this process keeps freed blocks at all.
+  keep: bool,
+  blocks: Vec<Freed>,
+  /// The sum of `blocks`' lengths.
+  bytes: usize,
+}
+
+/// A mapping no block owns any more, kept since `at`.
+struct Freed {
+  start: NonNull<u8>,
+  len: usize,
+  at: Instant,
+}
+
+// SAFETY: a kept mapping is owned by the list alone, and only moved out of
+// it whole (into a block, or to be unmapped).
+unsafe impl Send for Freed {}
+
+/// From now on, blocks this process drops are kept for reuse (see the
+/// module doc).
+pub fn keep_freed_blocks() {
+  lock(&FREED).keep = true;
+}
+
+/// Unmap the kept blocks unused since `now` less [`KEPT_FOR`].
+pub fn release_unused_blocks(now: Instant) {
+  let stale: Vec<Freed> = {
+    let mut freed = lock(&FREED);
+    let (stale, kept) = std::mem::take(&mut freed.blocks)
+      .into_iter()
+      .partition(|block| now.saturating_duration_since(block.at) >= KEPT_FOR);
+    freed.blocks = kept;
+    freed.bytes = freed.blocks.iter().map(|block| block.len).sum();
+    stale
+  };
+  for block in stale {
+    // SAFETY: a kept mapping is the list's alone, taken out of it above.
+    unsafe { libc::munmap(block.start.as_ptr().cast(), block.len) };
+  }
+}
+
+/// A kept block for `len` bytes (a whole number of pages): the shortest
+/// that holds them, and not more than twice as long.
+fn reuse(len: usize) -> Option<(NonNull<u8>, usize)> {
+  let mut freed = lock(&FREED);
+  let fits = |block: &&Freed| block.len >= len && block.len / 2 <= len;
+  let (at, _) = freed.blocks.iter().enumerate().filter(|(_, block)| fits(block)).min_by_key(|(_, block)| block.len)?;
+  let block = freed.blocks.swap_remove(at);
+  freed.bytes -= block.len;
+  Some((block.start, block.len))
+}
+
 /// An anonymous private mapping of `len` bytes (see the module doc).
 pub struct LargeBlock {
   start: NonNull<u8>,
   /// The mapping's length: a whole number of small pages.
   len: usize,
+  /// Kept for reuse when dropped, where freed blocks are kept.
+  reusable: bool,
 }
 
 // SAFETY: the block is plain memory owned by this value alone; access goes
@@ -41,10 +125,14 @@ unsafe impl Send for LargeBlock {}
 unsafe impl Sync for LargeBlock {}
 
 impl LargeBlock {
-  /// A zeroed block of at least `len` bytes (`len` > 0), or `None` when the
-  /// OS refuses the mapping.
+  /// A block of at least `len` bytes (`len` > 0), or `None` when the OS
+  /// refuses the mapping: zeroed, or a kept one, which holds what was last
+  /// written into it (see the module doc). Unmapped when dropped.
   pub fn new(len: usize) -> Option<LargeBlock> {
     let len = len.max(1).checked_next_multiple_of(PAGE)?;
+    if let Some((start, len)) = reuse(len) {
+      return Some(LargeBlock { start, len, reusable: false });
+    }
     // Room to slide to a huge page's boundary; the excess is unmapped.
     let reserved = len.checked_add(HUGE_PAGE)?;
     let base = map_anonymous(reserved)?.as_ptr() as usize;
@@ -63,10 +151,18 @@ impl LargeBlock {
       // and then the block is in small pages.
       libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
     }
-    Some(LargeBlock { start: NonNull::new(start as *mut u8)?, len })
+    Some(LargeBlock { start: NonNull::new(start as *mut u8)?, len, reusable: false })
   }
 
-  /// Its bytes (zero until written).
+  /// [`LargeBlock::new`], kept for reuse when dropped where this process
+  /// keeps freed blocks (see the module doc).
+  pub fn reusable(len: usize) -> Option<LargeBlock> {
+    let mut block = LargeBlock::new(len)?;
+    block.reusable = true;
+    Some(block)
+  }
+
+  /// Its bytes (zero until written, in a fresh block).
   pub fn bytes(&self) -> &[u8] {
     // SAFETY: the mapping is `len` readable bytes while `self` lives.
     unsafe { std::slice::from_raw_parts(self.start.as_ptr(), self.len) }
@@ -78,8 +174,13 @@ impl LargeBlock {
     unsafe { std::slice::from_raw_parts_mut(self.start.as_ptr(), self.len) }
   }
 
-  /// Keep only the first `len` bytes (to the page); the rest is unmapped.
+  /// Keep only the first `len` bytes (to the page); the rest is unmapped,
+  /// unless the block is reusable and this process keeps freed blocks (see
+  /// the module doc).
   pub fn shrink(&mut self, len: usize) {
+    if self.reusable && lock(&FREED).keep {
+      return;
+    }
     let kept = len.max(1).next_multiple_of(PAGE);
     if kept < self.len {
       // SAFETY: the tail lies within this block's mapping, past what it
@@ -114,6 +215,14 @@ pub fn map_anonymous(len: usize) -> Option<NonNull<libc::c_void>> {
 
 impl Drop for LargeBlock {
   fn drop(&mut self) {
+    {
+      let mut freed = lock(&FREED);
+      if self.reusable && freed.keep && freed.bytes + self.len <= KEPT_BYTES {
+        freed.bytes += self.len;
+        freed.blocks.push(Freed { start: self.start, len: self.len, at: Instant::now() });
+        return;
+      }
+    }
     // SAFETY: the mapping is this block's alone, and nothing uses it after.
     unsafe { libc::munmap(self.start.as_ptr().cast(), self.len) };
   }

@@ -63,11 +63,12 @@ impl SharedBytes {
 
   /// The bytes `write` writes into a buffer of `room` bytes, returning how
   /// many it wrote (`None`: more than the room). When the room covers a
-  /// huge page, the buffer is a block of its own (zeroed), cut to what was
-  /// written: what is written first lands in a huge page, one fault per
-  /// 2 MiB instead of one per 4 KiB (a room of three bytes a unit for a
-  /// text of 1 MiB, say, which fresh small pages cost a fault each). Else
-  /// the buffer is a `Vec`'s (not initialised).
+  /// huge page, the buffer is a reusable block of its own (see
+  /// `large_block`), cut to what was written: what is written first lands
+  /// in a huge page, one fault per 2 MiB instead of one per 4 KiB (a room
+  /// of three bytes a unit for a text of 1 MiB, say, which fresh small
+  /// pages cost a fault each), or in a kept block's, faulted in already.
+  /// Else the buffer is a `Vec`'s (not initialised).
   ///
   /// # Safety
   /// `write` initialises the bytes at the start of the buffer that it
@@ -78,7 +79,7 @@ impl SharedBytes {
     write: impl FnOnce(&mut [MaybeUninit<u8>]) -> Result<usize, E>,
   ) -> Result<Option<SharedBytes>, E> {
     if room >= HUGE_PAGE {
-      if let Some(mut block) = LargeBlock::new(room) {
+      if let Some(mut block) = LargeBlock::reusable(room) {
         let buffer = &mut block.bytes_mut()[..room];
         // SAFETY: a `u8` is a valid `MaybeUninit<u8>` with the same layout,
         // and `write` writes only initialised bytes into it (the caller's
