@@ -787,6 +787,25 @@ describe('the shared lossless-JSON code, host side', () => {
     for (const value of hidden) expect(encodeLossless(value)).toBeUndefined()
   })
 
+  it('reads each property once, whether the root is written flat or handed to the walk', async () => {
+    const { encodeLossless } = await import('../lib/lossless-json.js')
+    let reads = 0
+    const counted = (value: unknown) => ({ get: () => (reads++, value), enumerable: true })
+    const flat = Object.defineProperties({}, { a: counted(1), b: counted('x') })
+    expect(encodeLossless(flat)).toBe('{"a":1,"b":"x"}')
+    expect(reads).toBe(2)
+    // A container after a primitive, and a string that leaves the JSON.
+    const nested = Object.defineProperties({}, { a: counted(1), b: counted({ c: [2] }), d: counted(null) })
+    expect(encodeLossless(nested)).toBe('{"a":1,"b":{"c":[2]},"d":null}')
+    expect(reads).toBe(5)
+    const long = 'y'.repeat(20_000)
+    const beside = { paths: '', strings: null as string[] | null, wellFormed: true }
+    const withLong = Object.defineProperties([], { 0: counted(1), 1: counted(long), 2: counted(true), length: { value: 3, writable: true } })
+    expect(encodeLossless(withLong, beside)).toBe('[1,null,true]')
+    expect(beside).toEqual({ paths: '[[0,1]]', strings: [long], wellFormed: true })
+    expect(reads).toBe(8)
+  })
+
   it('encodes short strings and keys exactly as JSON.stringify does, whatever code unit they hold', async () => {
     const { encodeLossless } = await import('../lib/lossless-json.js')
     // Every code unit, alone and at either end of strings on both sides of

@@ -131,7 +131,7 @@
       // A primitive root needs no walk.
       switch (typeof value) {
         case "string": {
-          if (outOfBand !== undefined && beside(value)) {
+          if (outOfBand !== undefined && beside(outOfBand, value)) {
             outOfBand.paths = "[[0]]";
             outOfBand.strings = [value];
             return "null";
@@ -150,6 +150,89 @@
         default:
           return undefined;
       }
+      // The root container, its children read once. A container of
+      // primitives that stay in the JSON (most arguments and results) is
+      // written here; one that holds a container, or a string that leaves
+      // the JSON, is handed to the walk with the children already read.
+      const rootValues = [];
+      const rootKeys = readContainer(value, rootValues);
+      if (rootKeys === false) return undefined;
+      let out = rootKeys === null ? "[" : "{";
+      for (let i = 0; i < rootValues.length; i++) {
+        const child = rootValues[i];
+        let text;
+        switch (typeof child) {
+          case "string":
+            if (outOfBand !== undefined && beside(outOfBand, child)) return walk(value, rootKeys, rootValues, limit, outOfBand);
+            text = quote(child);
+            break;
+          case "number":
+            if (!NumberIsFinite(child) || ObjectIs(child, -0)) return undefined;
+            text = "" + child;
+            break;
+          case "boolean":
+            text = child ? "true" : "false";
+            break;
+          case "object":
+            if (child !== null) return walk(value, rootKeys, rootValues, limit, outOfBand);
+            text = "null";
+            break;
+          default:
+            return undefined;
+        }
+        if (i > 0) out += ",";
+        if (rootKeys !== null) out += quote(rootKeys[i]) + ":";
+        out += text;
+        if (out.length > limit) return TOO_LARGE;
+      }
+      out += rootKeys === null ? "]" : "}";
+      return out.length <= limit ? out : TOO_LARGE;
+    }
+
+    /** Whether `outOfBand` takes the string. */
+    function beside(outOfBand, string) {
+      return string.length >= OUT_OF_BAND_LENGTH && (!outOfBand.wellFormed || StringPrototypeIsWellFormed(string));
+    }
+
+    /**
+     * Check one container and read its children once into `values`: a
+     * dense plain array (returns null), or a plain / null-prototype object
+     * with only enumerable string keys (returns its keys); false when it is
+     * not lossless JSON.
+     */
+    function readContainer(v, values) {
+      if (isProxy(v)) return false;
+      const proto = ObjectGetPrototypeOf(v);
+      if (ArrayIsArray(v)) {
+        if (proto !== ArrayPrototype) return false;
+        const length = v.length;
+        if (ReflectOwnKeys(v).length !== length + 1) return false;
+        for (let i = 0; i < length; i++) {
+          // Own and enumerable, or the array is sparse; a getter runs once.
+          if (!ObjectPrototypePropertyIsEnumerable(v, i)) return false;
+          values[i] = v[i];
+        }
+        return null;
+      }
+      if (proto !== ObjectPrototype && proto !== null) return false;
+      // As many own string keys as enumerable ones, and no symbol keys. Not
+      // Reflect.ownKeys: V8 answers these three from the object's enum
+      // cache when every key is an enumerable string (Object.keys makes the
+      // cache, so it goes first), and builds Reflect.ownKeys's list anew
+      // each time (a quarter of what encoding a small object cost).
+      const keys = ObjectKeys(v);
+      if (ObjectGetOwnPropertyNames(v).length !== keys.length) return false;
+      if (ObjectGetOwnPropertySymbols(v).length !== 0) return false;
+      for (let i = 0; i < keys.length; i++) values[i] = v[keys[i]];
+      return keys;
+    }
+
+    /**
+     * The rest of encode, for a root that holds a container or a string
+     * that leaves the JSON: `rootKeys` and `rootValues` are what
+     * readContainer read of it.
+     */
+    function walk(root, rootKeys, rootValues, limit, outOfBand) {
       // The walk keeps one frame per open container (its children read
       // once, up front) in parallel arrays, and emits primitives inline; it
       // never recurses. Frames are not objects: allocating one per
@@ -167,7 +250,12 @@
       let paths = "";
       let places = 0;
       let strings = 0;
-      if (!open(value)) return undefined;
+      containers[0] = root;
+      keyLists[0] = rootKeys;
+      valueLists[0] = rootValues;
+      nexts[0] = 0;
+      depth = 1;
+      out = rootKeys === null ? "[" : "{";
       while (depth > 0) {
         const top = depth - 1;
         const values = valueLists[top];
@@ -185,7 +273,7 @@
         const child = values[i];
         switch (typeof child) {
           case "string":
-            if (outOfBand !== undefined && beside(child)) {
+            if (outOfBand !== undefined && beside(outOfBand, child)) {
               out += "null";
               collect(child);
             } else {
@@ -219,11 +307,6 @@
       if (places > 0) outOfBand.paths = paths + "]";
       return out;
 
-      /** Whether `outOfBand` takes the string. */
-      function beside(string) {
-        return string.length >= OUT_OF_BAND_LENGTH && (!outOfBand.wellFormed || StringPrototypeIsWellFormed(string));
-      }
-
       /** Collect the string whose place is the current child's. */
       function collect(string) {
         // The same string collected before (one of the few of its length
@@ -253,50 +336,22 @@
       }
 
       /**
-       * Check one container and read its children once: a dense plain
-       * array, or a plain / null-prototype object with only enumerable
-       * string keys. Pushes its frame and opening bracket; false when the
-       * value is not lossless JSON.
+       * Open a container within the root: check it (see readContainer)
+       * and read its children once, push its frame and write its opening
+       * bracket; false when it is not lossless JSON.
        */
       function open(v) {
-        if (isProxy(v) || (ancestors !== undefined && SetPrototypeHas(ancestors, v))) return false;
-        const proto = ObjectGetPrototypeOf(v);
+        if (SetPrototypeHas(ancestors, v)) return false;
         const values = [];
-        let isArray = false;
-        let keys;
-        if (ArrayIsArray(v)) {
-          keys = ReflectOwnKeys(v);
-          if (proto !== ArrayPrototype) return false;
-          const length = v.length;
-          if (keys.length !== length + 1) return false;
-          for (let i = 0; i < length; i++) {
-            // Own and enumerable, or the array is sparse; a getter runs once.
-            if (!ObjectPrototypePropertyIsEnumerable(v, i)) return false;
-            values[i] = v[i];
-          }
-          isArray = true;
-        } else {
-          if (proto !== ObjectPrototype && proto !== null) return false;
-          // As many own string keys as enumerable ones, and no symbol
-          // keys. Not Reflect.ownKeys: V8 answers these three from the
-          // object's enum cache when every key is an enumerable string
-          // (Object.keys makes the cache, so it goes first), and builds
-          // Reflect.ownKeys's list anew each time (a quarter of what
-          // encoding a small object cost).
-          keys = ObjectKeys(v);
-          if (ObjectGetOwnPropertyNames(v).length !== keys.length) return false;
-          if (ObjectGetOwnPropertySymbols(v).length !== 0) return false;
-          for (let i = 0; i < keys.length; i++) {
-            values[i] = v[keys[i]];
-          }
-        }
-        if (ancestors !== undefined) SetPrototypeAdd(ancestors, v);
+        const keys = readContainer(v, values);
+        if (keys === false) return false;
+        SetPrototypeAdd(ancestors, v);
         containers[depth] = v;
-        keyLists[depth] = isArray ? null : keys;
+        keyLists[depth] = keys;
         valueLists[depth] = values;
         nexts[depth] = 0;
         depth++;
-        out += isArray ? "[" : "{";
+        out += keys === null ? "[" : "{";
         return true;
       }
     }
