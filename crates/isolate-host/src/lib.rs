@@ -26,7 +26,7 @@ mod isolate_cost;
 pub mod live_runs;
 pub mod lockdown;
 pub mod mailbox;
-mod memory_return;
+pub mod memory_return;
 pub mod platform;
 pub mod program_priority;
 mod reserve;

@@ -28,6 +28,7 @@ use dsh_isolate_host::config::RuntimeConfig;
 use dsh_isolate_host::live_runs::LiveRuns;
 use dsh_isolate_host::lock::lock;
 use dsh_isolate_host::lockdown;
+use dsh_isolate_host::memory_return;
 use dsh_isolate_host::platform::{self, OptimizingCompiler};
 use dsh_isolate_host::run::{Recorded, RunEvents, RunJob};
 use dsh_isolate_host::scheduler::{Scheduler, Submission};
@@ -143,7 +144,9 @@ fn main() {
     eprintln!("dsh-isolate-host: internal error: {message}");
     std::process::abort();
   }));
-  // First, while the process has one thread (see `lockdown`).
+  // First, while the process has one thread (see `lockdown`, and
+  // `memory_return::share_arenas`).
+  memory_return::share_arenas();
   let mut protections = lockdown::before_threads();
   die_with_parent();
 
