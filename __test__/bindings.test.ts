@@ -735,6 +735,31 @@ describe('long string results (they cross beside the JSON)', () => {
     // The JSON crossed with null in the string's place.
     expect(reports.map((report) => report.resultBytes)).toEqual([Buffer.byteLength('{"path":"a","text":null}') + 2 * 70_000])
   })
+
+  it("are kept for the next run's replies only while the runtime lives: disposed, it gives them back", async () => {
+    // Each long reply's text is a block of the harness's, kept after its
+    // run for the next run's (crates/protocol/src/large_block.rs); a
+    // runtime that goes must not leave them to a process that stays.
+    const gc = (globalThis as { gc?: () => void }).gc
+    expect(gc, 'the suite runs Node with --expose-gc').toBeTypeOf('function')
+    const collect = async () => {
+      for (let i = 0; i < 3; i++) {
+        gc!()
+        await new Promise((resolve) => setImmediate(resolve))
+      }
+    }
+    const own = await mount()
+    await collect()
+    const before = process.memoryUsage().rss
+    const result = await own.run('let n = 0; for (let i = 0; i < 40; i++) n += (await tools.page({ i })).text.length; return n', {
+      bindings: tools({ page: async () => ({ path: 'p', text: 'r'.repeat(1 << 20) }) }),
+    })
+    expect(result).toEqual({ logs: [], value: 40 << 20 })
+    await own.dispose()
+    await collect()
+    const after = process.memoryUsage().rss
+    expect(after - before, `RSS before ${before}, after ${after}`).toBeLessThan(24 << 20)
+  })
 })
 
 describe('the same long string in several places', () => {

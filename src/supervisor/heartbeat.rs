@@ -139,8 +139,14 @@ pub(super) fn heartbeat(unresponsive_after: Duration) -> Duration {
 pub(super) fn supervise(supervisor: &Weak<Supervisor>) {
   // Replies' texts are blocks of their own, each kept until its run ends:
   // the next run's reuse them (see `large_block`), and each beat lets go
-  // of those unused for a while.
+  // of those unused for a while; once the runtime is gone, of all of them.
   large_block::keep_freed_blocks();
+  beat_until_finished(supervisor);
+  large_block::release_unused_blocks(Instant::now() + large_block::KEPT_FOR);
+}
+
+/// The supervisor thread's loop, until its runtime is finished or gone.
+fn beat_until_finished(supervisor: &Weak<Supervisor>) {
   let mut next_beat = Instant::now();
   loop {
     let Some(supervisor) = supervisor.upgrade() else { return };

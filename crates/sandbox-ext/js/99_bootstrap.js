@@ -104,10 +104,11 @@
    * so the table is an array from the first id it holds, a new call
    * appended, an answered one `null` (a Map of 10000 waiting calls rehashed
    * its way up, ~8% of a Promise.all's run thread). It empties whenever no
-   * call waits, and drops its answered front once that is most of it, so
-   * it holds at most about twice the calls waiting. Its prototype is null:
-   * the program can write Array.prototype, which an append or a read past
-   * the end would consult.
+   * call waits, and drops its answered front once that is most of it: it
+   * holds a slot for each call made since the oldest one still waiting (in
+   * the run's own heap, which its cap bounds). Its prototype is null: the
+   * program can write Array.prototype, which an append or a read past the
+   * end would consult.
    */
   function waitingCalls() {
     const entries = p.ObjectSetPrototypeOf([], null);
