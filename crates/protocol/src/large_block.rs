@@ -23,7 +23,7 @@
 //! the harness, where every reply's text is one): dropped, it is kept, up
 //! to [`KEPT_BYTES`], for the next block it can hold, and unmapped once
 //! unused for [`KEPT_FOR`] ([`release_unused_blocks`], called
-//! periodically). Each reply text of a run is kept until the run ends (its
+//! periodically, and for all of them when the harness's runtime ends). Each reply text of a run is kept until the run ends (its
 //! history), so a run's long replies are each a new block, and the next
 //! run's find theirs faulted in: writing a 1 MB reply into a fresh block
 //! cost about a quarter of the harness's main thread's time for the call
