@@ -12,6 +12,19 @@ beforeAll(async () => {
 })
 afterAll(() => m.dispose())
 
+/**
+ * Collect Node's garbage (and let finalizers run between collections), for
+ * the tests that read the harness's RSS.
+ */
+async function collect(): Promise<void> {
+  const gc = (globalThis as { gc?: () => void }).gc
+  expect(gc, 'the suite runs Node with --expose-gc').toBeTypeOf('function')
+  for (let i = 0; i < 3; i++) {
+    gc!()
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+}
+
 const echo = () => {
   const seen: unknown[] = []
   return { seen, fns: { echo: async (args: unknown) => (seen.push(args), args) } }
@@ -604,14 +617,6 @@ describe('long string arguments (they cross beside the JSON)', () => {
     // Long ones reach the tool as external strings over the bytes they
     // crossed as (src/binding_calls.rs): freed too early, they would read
     // as other bytes; never freed, the harness would keep their megabytes.
-    const gc = (globalThis as { gc?: () => void }).gc
-    expect(gc, 'the suite runs Node with --expose-gc').toBeTypeOf('function')
-    const collect = async () => {
-      for (let i = 0; i < 3; i++) {
-        gc!()
-        await new Promise((resolve) => setImmediate(resolve))
-      }
-    }
     // What each kept string must hold, unit by unit (read at intervals and
     // at the end: building the expected strings whole would put tens of
     // megabytes of garbage into the very RSS this test reads).
@@ -740,14 +745,6 @@ describe('long string results (they cross beside the JSON)', () => {
     // Each long reply's text is a block of the harness's, kept after its
     // run for the next run's (crates/protocol/src/large_block.rs); a
     // runtime that goes must not leave them to a process that stays.
-    const gc = (globalThis as { gc?: () => void }).gc
-    expect(gc, 'the suite runs Node with --expose-gc').toBeTypeOf('function')
-    const collect = async () => {
-      for (let i = 0; i < 3; i++) {
-        gc!()
-        await new Promise((resolve) => setImmediate(resolve))
-      }
-    }
     const own = await mount()
     await collect()
     const before = process.memoryUsage().rss
