@@ -151,8 +151,10 @@ fn beat_until_finished(supervisor: &Weak<Supervisor>) {
   loop {
     let Some(supervisor) = supervisor.upgrade() else { return };
     let beat = heartbeat(supervisor.settings.unresponsive_after);
-    if Instant::now() >= next_beat {
-      large_block::release_unused_blocks(Instant::now());
+    // Before the state's lock: unmapping blocks need not hold it up.
+    let now = Instant::now();
+    if now >= next_beat {
+      large_block::release_unused_blocks(now);
     }
     let mut state = lock(&supervisor.state);
     if state.finished {

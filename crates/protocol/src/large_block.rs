@@ -23,9 +23,10 @@
 //! the harness, where every reply's text is one): dropped, it is kept, up
 //! to [`KEPT_BYTES`], for the next block it can hold, and unmapped once
 //! unused for [`KEPT_FOR`] ([`release_unused_blocks`], called
-//! periodically, and for all of them when the harness's runtime ends). Each reply text of a run is kept until the run ends (its
-//! history), so a run's long replies are each a new block, and the next
-//! run's find theirs faulted in: writing a 1 MB reply into a fresh block
+//! periodically, and for all of them when the harness's runtime ends).
+//! Each reply text of a run is kept until the run ends (its history), so a
+//! run's long replies are each a new block, and the next run's find theirs
+//! faulted in: writing a 1 MB reply into a fresh block
 //! cost about a quarter of the harness's main thread's time for the call
 //! (the kernel zeroing a huge page, and unmapping the tail after it).
 //! There [`LargeBlock::shrink`] keeps the mapping (an unmap within a huge
@@ -215,9 +216,9 @@ pub fn map_anonymous(len: usize) -> Option<NonNull<libc::c_void>> {
 
 impl Drop for LargeBlock {
   fn drop(&mut self) {
-    {
+    if self.reusable {
       let mut freed = lock(&FREED);
-      if self.reusable && freed.keep && freed.bytes + self.len <= KEPT_BYTES {
+      if freed.keep && freed.bytes + self.len <= KEPT_BYTES {
         freed.bytes += self.len;
         freed.blocks.push(Freed { start: self.start, len: self.len, at: Instant::now() });
         return;

@@ -88,7 +88,9 @@
 
     /**
      * Up to this length a string is scanned here for what JSON.stringify
-     * would escape: a call of JSON.stringify costs more than the scan.
+     * would escape (ESCAPED's characters, one by one: on a short string
+     * the regex's call costs more than the scan, and a call of
+     * JSON.stringify more still).
      */
     const SHORT_STRING = 32;
 
