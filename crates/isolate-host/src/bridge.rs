@@ -40,7 +40,7 @@ use dsh_sandbox_ext::{take_handed, HeldMemory};
 
 use crate::live_runs::LiveRuns;
 use crate::lock::lock;
-use crate::mailbox::{Mailbox, TakeReplies};
+use crate::mailbox::{Mailbox, ReplyChannel};
 
 /// A call's argument as it leaves: its lossless JSON, and the long strings
 /// that cross beside it (see `dsh_protocol::out_of_band`).
@@ -91,8 +91,8 @@ pub struct Bridge {
   runs: Arc<LiveRuns>,
   /// Set once, when the channel is up.
   send_calls: OnceLock<SendCalls>,
-  /// Set once, when the channel is up (see [`TakeReplies`]).
-  take_replies: OnceLock<Arc<TakeReplies>>,
+  /// Set once, when the channel is up (see [`ReplyChannel`]).
+  replies: OnceLock<Arc<ReplyChannel>>,
 }
 
 impl Bridge {
@@ -103,7 +103,7 @@ impl Bridge {
       sending: Mutex::default(),
       runs,
       send_calls: OnceLock::new(),
-      take_replies: OnceLock::new(),
+      replies: OnceLock::new(),
     }
   }
 
@@ -114,8 +114,8 @@ impl Bridge {
 
   /// Let spinning pumps take their replies off the channel; a second call
   /// is ignored.
-  pub fn connect_replies(&self, take_replies: TakeReplies) {
-    let _ = self.take_replies.set(Arc::new(take_replies));
+  pub fn connect_replies(&self, replies: ReplyChannel) {
+    let _ = self.replies.set(Arc::new(replies));
   }
 
   /// Open a run's mailbox as it starts to execute; replies for runs whose
@@ -123,7 +123,7 @@ impl Bridge {
   /// runs gets a mailbox no reply reaches.
   pub fn open(&self, run_id: u32) -> Arc<Mailbox> {
     let mailbox = self.runs.get(run_id).map_or_else(Arc::default, |run| run.mailbox().clone());
-    mailbox.open(self.take_replies.get());
+    mailbox.open(self.replies.get());
     mailbox
   }
 

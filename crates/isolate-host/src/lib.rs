@@ -16,6 +16,7 @@ pub mod bridge;
 mod budget;
 mod clocks;
 pub mod control;
+mod cpu_placement;
 mod external_memory;
 mod heap_peak;
 mod icu_memory;

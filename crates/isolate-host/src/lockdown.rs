@@ -246,6 +246,11 @@ fn allow_list() -> Result<BTreeMap<i64, Vec<SeccompRule>>, seccompiler::Error> {
       word(2, u64::from(crate::program_priority::program_nice() as u32))?,
     ])?],
   );
+  // Its own thread's CPUs, never another's (`cpu_placement`: a run's
+  // thread moving off the CPU its answers come from). A thread the kernel
+  // would let it place (within the host's own CPUs) is a thread the
+  // scheduler may place there anyway.
+  rules.insert(libc::SYS_sched_setaffinity, vec![when(vec![word(0, 0)?])?]);
   // Its own limits, read, never raised.
   rules.insert(libc::SYS_prlimit64, vec![when(vec![arg(0, SeccompCmpOp::Eq, 0)?, arg(2, SeccompCmpOp::Eq, 0)?])?]);
   Ok(rules)
@@ -418,6 +423,15 @@ mod tests {
         say(&outcome("lower-parent", libc::setpriority(libc::PRIO_PROCESS, parent as libc::id_t, nice) as i64));
         say(&outcome("lower-user", libc::setpriority(libc::PRIO_USER, 0, nice) as i64));
       }
+      // Affinity: its own thread's, to the CPUs it has, and no other's.
+      // SAFETY: a cpu_set_t on the stack, of the size given.
+      unsafe {
+        let mut cpus: libc::cpu_set_t = std::mem::zeroed();
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        say(&outcome("affinity-read", libc::sched_getaffinity(0, size, &mut cpus) as i64));
+        say(&outcome("affinity-self", libc::sched_setaffinity(0, size, &cpus) as i64));
+        say(&outcome("affinity-parent", libc::sched_setaffinity(parent, size, &cpus) as i64));
+      }
       // What a host must still do: start a thread, map memory, name it.
       let thread = std::thread::Builder::new().name("after-seal".into()).spawn(|| 6 * 7).map(|t| t.join());
       say(&format!("thread={}", matches!(thread, Ok(Ok(42)))));
@@ -460,6 +474,9 @@ mod tests {
       format!("lower-more={eperm}"),
       format!("lower-parent={eperm}"),
       format!("lower-user={eperm}"),
+      "affinity-read=ok".to_owned(),
+      "affinity-self=ok".to_owned(),
+      format!("affinity-parent={eperm}"),
       "thread=true".to_owned(),
       "memory=true".to_owned(),
     ];

@@ -15,6 +15,7 @@ use dsh_protocol::frame::Answer;
 use dsh_protocol::inbox::Watching;
 
 use crate::budget;
+use crate::cpu_placement;
 use crate::lock::lock;
 
 /// The replies waiting for one run's pump.
@@ -38,12 +39,17 @@ pub struct Mailbox {
   /// The run executes: replies are delivered here, and it counts as
   /// waiting on the host while calls are unanswered.
   open: AtomicBool,
-  /// Takes replies off the channel itself, while the pump spins for them
-  /// (set when the mailbox opens).
-  take_replies: OnceLock<Arc<TakeReplies>>,
+  /// The channel the replies cross, which the pump reads itself while it
+  /// spins for them (set when the mailbox opens).
+  channel: OnceLock<Arc<ReplyChannel>>,
   /// The run's last wait for replies ended within [`SPIN_BEFORE_PARK`], so
   /// the next one spins (see [`Mailbox::take`]). Off for a run's first wait.
   spin_next: AtomicBool,
+  /// The run's waits for replies so far (its round trips).
+  round_trips: AtomicU32,
+  /// Its round trips when its thread last moved off the answerer's CPU
+  /// (`cpu_placement`), plus one; 0: never.
+  moved_at: AtomicU32,
 }
 
 /// Takes the replies at the head of the channel, if any are there whole,
@@ -54,6 +60,15 @@ pub struct Mailbox {
 /// [`Watching`], so that the host's main thread is not woken for the
 /// replies the pump takes.
 pub type TakeReplies = Box<dyn Fn(&mut Watching) + Send + Sync>;
+
+/// The channel the replies cross, as a run's pump reads it (`main.rs`).
+pub struct ReplyChannel {
+  pub take_replies: TakeReplies,
+  /// The CPU the harness last wrote to the channel from (Node's main
+  /// thread, answering), as the harness says (`ring::layout::WRITER_CPU`):
+  /// a pump in a chain of calls keeps its thread off it (`cpu_placement`).
+  pub answerer_cpu: Box<dyn Fn() -> Option<u32> + Send + Sync>,
+}
 
 /// How long the pump spins for a reply before parking its thread. A reply
 /// to a quick binding crosses to the harness and back: two process hops
@@ -89,9 +104,9 @@ const SPIN_BEFORE_PARK: Duration = Duration::from_micros(200);
 impl Mailbox {
   /// The run starts to execute: replies are delivered here from now on,
   /// and its pump may take them off the channel with `take_replies`.
-  pub fn open(&self, take_replies: Option<&Arc<TakeReplies>>) {
-    if let Some(take_replies) = take_replies {
-      let _ = self.take_replies.set(take_replies.clone());
+  pub fn open(&self, channel: Option<&Arc<ReplyChannel>>) {
+    if let Some(channel) = channel {
+      let _ = self.channel.set(channel.clone());
     }
     self.open.store(true, Ordering::Release);
   }
@@ -136,7 +151,22 @@ impl Mailbox {
     let waiting_since = Instant::now();
     let replies = self.wait().await;
     self.spin_next.store(waiting_since.elapsed() < SPIN_BEFORE_PARK, Ordering::Relaxed);
+    self.keep_off_the_answerers_cpu();
     replies
+  }
+
+  /// In a chain of calls, move the run's thread off the CPU its answer
+  /// was written from (see `cpu_placement`).
+  fn keep_off_the_answerers_cpu(&self) {
+    let round_trips = self.round_trips.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+    let moved_at = self.moved_at.load(Ordering::Relaxed).checked_sub(1);
+    if !spinning_helps() || !cpu_placement::may_move(round_trips, moved_at) {
+      return;
+    }
+    let Some(cpu) = self.channel.get().and_then(|channel| (channel.answerer_cpu)()) else { return };
+    if cpu_placement::leave(cpu).is_some() {
+      self.moved_at.store(round_trips.saturating_add(1), Ordering::Relaxed);
+    }
   }
 
   async fn wait(&self) -> Vec<(u32, Answer)> {
@@ -149,8 +179,8 @@ impl Mailbox {
           let until = Instant::now() + SPIN_BEFORE_PARK;
           let mut watching = Watching::default();
           while !self.pending.load(Ordering::Acquire) && Instant::now() < until {
-            if let Some(take_replies) = self.take_replies.get() {
-              take_replies(&mut watching);
+            if let Some(channel) = self.channel.get() {
+              (channel.take_replies)(&mut watching);
             }
             // Each turn gives way to a thread waiting for this CPU (see
             // SPIN_BEFORE_PARK); on a CPU nobody else wants it returns at once.
@@ -214,6 +244,63 @@ mod tests {
     mailbox.wake();
   }
 
+  /// Confine this thread to `cpus` (as the kernel reads a cpu_set_t).
+  fn confine(cpus: &[usize]) {
+    // SAFETY: an all-zero cpu_set_t is an empty set; each CPU given is
+    // below CPU_SETSIZE; the set is on this stack, of the size given.
+    unsafe {
+      let mut set: libc::cpu_set_t = std::mem::zeroed();
+      for cpu in cpus {
+        libc::CPU_SET(*cpu, &mut set);
+      }
+      assert_eq!(libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set), 0);
+    }
+  }
+
+  /// A run in a chain of round trips whose answers are written from the
+  /// CPU its thread is on moves its thread off it, once the chain is long
+  /// enough (`cpu_placement::CHAIN_OF_ROUND_TRIPS`).
+  #[test]
+  fn a_pump_in_a_chain_of_round_trips_leaves_the_cpu_its_answers_come_from() {
+    if !spinning_helps() {
+      eprintln!("one CPU: a pump never moves here");
+      return;
+    }
+    std::thread::spawn(|| {
+      // SAFETY: a cpu_set_t on this stack, of the size given.
+      let allowed: Vec<usize> = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set), 0);
+        (0..libc::CPU_SETSIZE as usize).filter(|cpu| libc::CPU_ISSET(*cpu, &set)).collect()
+      };
+      // On `first`, with every CPU it had to go to (a running thread is
+      // moved when its CPU leaves its set, not when the set grows).
+      let first = allowed[0];
+      confine(&[first]);
+      confine(&allowed);
+      let mailbox = Mailbox::default();
+      let answerer = first as u32;
+      mailbox.open(Some(&Arc::new(ReplyChannel {
+        take_replies: Box::new(|_: &mut Watching| {}),
+        answerer_cpu: Box::new(move || Some(answerer)),
+      })));
+      let round_trip = || {
+        deliver_one(&mailbox);
+        let mut context = Context::from_waker(Waker::noop());
+        assert!(matches!(pin!(mailbox.take()).poll(&mut context), Poll::Ready(replies) if replies.len() == 1));
+      };
+      for _ in 1..cpu_placement::CHAIN_OF_ROUND_TRIPS {
+        round_trip();
+      }
+      assert_eq!(mailbox.moved_at.load(Ordering::Relaxed), 0, "not moved before the chain is long enough");
+      round_trip();
+      let moved_at = mailbox.moved_at.load(Ordering::Relaxed);
+      assert_eq!(moved_at, cpu_placement::CHAIN_OF_ROUND_TRIPS + 1, "moved off the answerer's CPU");
+    })
+    .join()
+    .expect("the test's thread");
+  }
+
   /// A pump whose last wait was short spins for its next reply, reading the
   /// channel itself, and that spin is not charged to the run. The channel
   /// read here burns CPU, as a spin does while the reply crosses, then
@@ -231,17 +318,20 @@ mod tests {
     let mailbox = Arc::new(Mailbox::default());
     let reads = Arc::new(AtomicUsize::new(0));
     let read_cost = Duration::from_millis(20);
-    let take_replies: Arc<TakeReplies> = {
+    let channel = {
       let (mailbox, reads) = (Arc::downgrade(&mailbox), reads.clone());
-      Arc::new(Box::new(move |_: &mut Watching| {
-        reads.fetch_add(1, Ordering::SeqCst);
-        burn(read_cost);
-        if let Some(mailbox) = mailbox.upgrade() {
-          deliver_one(&mailbox);
-        }
-      }))
+      Arc::new(ReplyChannel {
+        take_replies: Box::new(move |_: &mut Watching| {
+          reads.fetch_add(1, Ordering::SeqCst);
+          burn(read_cost);
+          if let Some(mailbox) = mailbox.upgrade() {
+            deliver_one(&mailbox);
+          }
+        }),
+        answerer_cpu: Box::new(|| None),
+      })
     };
-    mailbox.open(Some(&take_replies));
+    mailbox.open(Some(&channel));
     let run = Arc::new(RunBudget::new(
       Arc::new(RunControl::new(None)),
       Duration::from_secs(10),

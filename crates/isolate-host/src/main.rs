@@ -28,6 +28,7 @@ use dsh_isolate_host::config::RuntimeConfig;
 use dsh_isolate_host::live_runs::LiveRuns;
 use dsh_isolate_host::lock::lock;
 use dsh_isolate_host::lockdown;
+use dsh_isolate_host::mailbox::ReplyChannel;
 use dsh_isolate_host::memory_return;
 use dsh_isolate_host::platform::{self, OptimizingCompiler};
 use dsh_isolate_host::run::{Recorded, RunEvents, RunJob};
@@ -194,14 +195,20 @@ fn main() {
   {
     let channel = channel.clone();
     bridge.connect_host(Box::new(move |calls| channel.send(&FromHost::Calls(calls))));
-    let (inbox, weak_bridge) = (inbox.clone(), Arc::downgrade(&bridge));
-    bridge.connect_replies(Box::new(move |watching: &mut Watching| {
-      watching.try_take(&inbox, ToHost::REPLIES_TAG, |frame| match (ToHost::decode(frame), weak_bridge.upgrade()) {
-        (Ok(ToHost::Replies(replies)), Some(bridge)) => deliver_replies(&bridge, replies),
-        (Ok(_), _) | (_, None) => {}
-        (Err(_), _) => undecodable(),
-      });
-    }));
+    let (read_by_pumps, weak_bridge) = (inbox.clone(), Arc::downgrade(&bridge));
+    let answerer = inbox.clone();
+    bridge.connect_replies(ReplyChannel {
+      take_replies: Box::new(move |watching: &mut Watching| {
+        watching.try_take(&read_by_pumps, ToHost::REPLIES_TAG, |frame| {
+          match (ToHost::decode(frame), weak_bridge.upgrade()) {
+            (Ok(ToHost::Replies(replies)), Some(bridge)) => deliver_replies(&bridge, replies),
+            (Ok(_), _) | (_, None) => {}
+            (Err(_), _) => undecodable(),
+          }
+        });
+      }),
+      answerer_cpu: Box::new(move || answerer.writer_cpu()),
+    });
   }
   let max_log_units = usize::try_from(config.max_output_bytes).unwrap_or(usize::MAX);
   let events = Arc::new(JournalEvents { journal, max_log_units });

@@ -276,6 +276,15 @@ impl Inbox {
     Inbox { source: source.into(), reading: Mutex::new(Buffered::default()) }
   }
 
+  /// The CPU the writer was on when it last published, on a ring (see
+  /// `ring::layout::WRITER_CPU`); a socket does not say.
+  pub fn writer_cpu(&self) -> Option<u32> {
+    match &self.source {
+      Source::Ring(ring) => Some(ring.writer_cpu()),
+      Source::Socket(_) => None,
+    }
+  }
+
   /// The owner: wait until a whole frame is here, then move it into
   /// `frame` under the lock, which the returned guard holds until the
   /// frame has been handled. An error ends the channel (a frame too long, a

@@ -68,11 +68,16 @@ pub mod layout {
   pub const READER_ASLEEP: usize = 128;
   /// Non-zero while the writer waits for room (the writer's), a u32.
   pub const WRITER_ASLEEP: usize = 192;
+  /// The CPU the writer's thread was on when it last published (the
+  /// writer's), a u32. A hint for the reader's side, which may keep its
+  /// own threads off that CPU (the host: `cpu_placement.rs`); nothing else
+  /// reads it, and the harness never reads the host's.
+  pub const WRITER_CPU: usize = 256;
   /// Where a ring's data starts.
   pub const DATA: usize = PAGE;
 }
 
-use layout::{DATA, FROM_HOST, HEAD, READER_ASLEEP, TAIL, TO_HOST, WRITER_ASLEEP};
+use layout::{DATA, FROM_HOST, HEAD, READER_ASLEEP, TAIL, TO_HOST, WRITER_ASLEEP, WRITER_CPU};
 
 const _: () = assert!(RING_DATA_BYTES.is_power_of_two() && RING_DATA_BYTES >= PAGE);
 
@@ -242,6 +247,12 @@ pub struct RingReader {
 }
 
 impl RingReader {
+  /// The CPU the writer was on when it last published (see
+  /// [`layout::WRITER_CPU`]): whatever the other side wrote there.
+  pub fn writer_cpu(&self) -> u32 {
+    self.ring.word32(WRITER_CPU).load(Ordering::Relaxed)
+  }
+
   /// Bytes written and not yet read, the writer's HEAD checked against this
   /// end's own count: it must lie within one ring's length ahead of it
   /// (so it never runs backwards past what was read).
@@ -434,6 +445,11 @@ impl RingWriter {
     self.head.store(head, Ordering::Relaxed);
     // Released: the bytes are in the ring before the reader may see them.
     self.ring.word64(HEAD).store(head, Ordering::Release);
+    // SAFETY: sched_getcpu has no preconditions (glibc reads it from the
+    // thread's rseq area or the vDSO: no system call). -1 (unknown) is
+    // stored as a CPU no reader is on.
+    let cpu = unsafe { libc::sched_getcpu() };
+    self.ring.word32(WRITER_CPU).store(cpu as u32, Ordering::Relaxed);
     // Ordered before the flag's load (the reader stores its flag, then
     // loads HEAD): one of the two sees the other.
     fence(Ordering::SeqCst);
@@ -718,6 +734,32 @@ pub(crate) mod tests {
         assert!(read_exactly(&host.reader, bytes.len()) == *bytes, "to the host: {} bytes", bytes.len());
         assert!(read_exactly(&harness.reader, bytes.len()) == *bytes, "from the host: {} bytes", bytes.len());
       }
+    });
+  }
+
+  /// Each publish says the CPU it was made on, for the reader's side to
+  /// read; on a thread of its own, confined to one CPU at a time.
+  #[test]
+  fn a_writer_says_the_cpu_it_published_from() {
+    let (harness, host, _fd) = channel();
+    std::thread::scope(|scope| {
+      scope.spawn(|| {
+        // SAFETY: cpu_set_t values on this stack, of the size given; each
+        // CPU set is one the thread was allowed.
+        unsafe {
+          let size = std::mem::size_of::<libc::cpu_set_t>();
+          let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+          assert_eq!(libc::sched_getaffinity(0, size, &mut allowed), 0);
+          for cpu in (0..libc::CPU_SETSIZE as usize).filter(|cpu| libc::CPU_ISSET(*cpu, &allowed)).take(2) {
+            let mut one: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut one);
+            assert_eq!(libc::sched_setaffinity(0, size, &one), 0);
+            harness.writer.write_all(b"x").unwrap();
+            assert_eq!(host.reader.writer_cpu(), cpu as u32);
+            assert_eq!(read_exactly(&host.reader, 1), b"x");
+          }
+        }
+      });
     });
   }
 
