@@ -461,8 +461,8 @@ config_keys! {
       "the first isolate host, which takes every run that finds no host less",
       "busy: it does not grow with concurrency. While runs that call no tool",
       "follow one another faster than the host makes isolates, it grows, up",
-      "to twice, back to it at a run that calls one or after 1 s without a",
-      "run.",
+      "to eight times, the isolates beyond it made while the host is quiet;",
+      "back to it at a run that calls one or after 1 s without a run.",
     ],
   },
   host_unresponsive_ms: f64 = Key {
@@ -576,8 +576,9 @@ mod tests {
     let prepared = keys.iter().find(|key| key.name == "preparedIsolates").unwrap();
     assert_eq!(prepared.default_text, "available cores");
     // The reserve's growth, in the words of the hosts' own constants.
-    assert_eq!((dsh_protocol::config::RESERVE_GROWTH, dsh_protocol::config::RESERVE_SHRINK_AFTER.as_secs()), (2, 1));
-    assert!(prepared.doc.contains("up to twice, back to it at a run that calls one or after 1 s without a run."));
+    assert_eq!((dsh_protocol::config::RESERVE_GROWTH, dsh_protocol::config::RESERVE_SHRINK_AFTER.as_secs()), (8, 1));
+    assert!(prepared.doc.contains("up to eight times,"));
+    assert!(prepared.doc.contains("back to it at a run that calls one or after 1 s without a run."));
     assert!(matches!(prepared.default_value, Either::A(cores) if cores >= 1.0));
     assert!(keys.iter().all(|key| !key.doc.is_empty() && !key.doc.contains('\n') && !key.description.is_empty()));
   }

@@ -11,8 +11,14 @@
 //! than the reserve holds: the wait is the rate's, not concurrency's,
 //! which the reserve does not follow), and the host's last run called no
 //! tool, the reserve grows by one, up to [`RESERVE_GROWTH`] times its
-//! base: the making of the next isolate then overlaps the next run instead
-//! of preceding it. Not for runs that call tools: such a run is a chain of
+//! base. A run's thread refills only the base at once after its run; the
+//! isolates beyond it are made by new threads once the host has been
+//! quiet for [`QUIET_BEFORE_GROWN_REFILL`] (between runs back to back it
+//! is idle for tens of microseconds): made as each run ended, up to 16 at
+//! once took the CPUs from the burst's next runs, some of which then took
+//! 1.5-2 ms; made once the host is quiet, a burst of 20 finds 16 made
+//! before it, and each of those runs takes ~0.35-0.5 ms. Not for runs
+//! that call tools: such a run is a chain of
 //! hand-offs to the harness and back, each a wake-up that may queue behind
 //! the making beside it, and measured, Code Mode shaped runs (5 calls)
 //! back to back were ~7% slower with a grown reserve than waiting for the
@@ -30,6 +36,11 @@ use std::time::{Duration, Instant};
 
 use crate::time_left::left_of;
 use dsh_protocol::config::{RESERVE_GROWTH, RESERVE_SHRINK_AFTER};
+
+/// How long a host is quiet (no run in flight or queued) before the
+/// isolates of a grown reserve beyond its base are made. Runs one after
+/// another leave it idle for a few tens of microseconds between them.
+pub const QUIET_BEFORE_GROWN_REFILL: Duration = Duration::from_millis(2);
 
 #[derive(Debug)]
 pub struct Reserve {
@@ -61,6 +72,27 @@ impl Reserve {
   /// How many prepared isolates the host keeps now.
   pub fn size(&self) -> usize {
     self.size
+  }
+
+  /// How many it keeps at rest.
+  pub fn base(&self) -> usize {
+    self.base
+  }
+
+  /// Whether a thread whose run just ended, with `coming` isolates
+  /// prepared or being prepared, makes the next one at once: only for the
+  /// base. Isolates beyond it are made once the host is quiet
+  /// ([`Reserve::quiet_in`]), not while runs follow one another.
+  pub fn refill_at_once(&self, coming: usize) -> bool {
+    coming < self.base
+  }
+
+  /// With the host `idle` (no run in flight or queued), how long until it
+  /// has been quiet for [`QUIET_BEFORE_GROWN_REFILL`]: `Some(ZERO)` when it
+  /// has, `None` while it is not idle.
+  pub fn quiet_in(&self, idle: bool, now: Instant) -> Option<Duration> {
+    idle
+      .then(|| left_of(QUIET_BEFORE_GROWN_REFILL, now.saturating_duration_since(self.last_active)).unwrap_or_default())
   }
 
   /// A run was admitted or finished.
@@ -122,11 +154,14 @@ mod tests {
     // threads made for queued runs): no thread refills.
     assert!(!reserve.run_waited(1, 0));
     assert_eq!(reserve.size(), 1);
-    // One run alone, waiting for the thread that ran the last one.
+    // One run alone, waiting for the thread that ran the last one: one
+    // more, and so on as runs keep waiting, as far as it goes.
     assert!(reserve.run_waited(1, 1));
     assert_eq!(reserve.size(), 2);
-    // Two alone, each waiting: grown as far as it goes.
-    assert!(!reserve.run_waited(2, 1));
+    for size in 3..=RESERVE_GROWTH {
+      assert!(reserve.run_waited(1, 1));
+      assert_eq!(reserve.size(), size);
+    }
     assert!(!reserve.run_waited(1, 1));
     assert_eq!(reserve.size(), RESERVE_GROWTH);
     // No base (a host of one run): nothing to grow.
@@ -146,6 +181,25 @@ mod tests {
     assert_eq!(reserve.size(), 2);
     assert_eq!(reserve.run_finished(true), Shrink::Now);
     assert_eq!(reserve.size(), 1);
+  }
+
+  /// A run's thread refills only the base at once; the rest of a grown
+  /// reserve waits for the host to be quiet, counted from its last run.
+  #[test]
+  fn beyond_its_base_it_is_refilled_once_the_host_is_quiet() {
+    let start = Instant::now();
+    let mut reserve = Reserve::new(2, start);
+    assert!(reserve.run_waited(1, 1));
+    assert_eq!(reserve.size(), 3);
+    assert!(reserve.refill_at_once(0));
+    assert!(reserve.refill_at_once(1));
+    assert!(!reserve.refill_at_once(2));
+    let ended = start + RESERVE_SHRINK_AFTER / 4;
+    reserve.active(ended);
+    assert_eq!(reserve.quiet_in(false, ended + QUIET_BEFORE_GROWN_REFILL), None);
+    let part = QUIET_BEFORE_GROWN_REFILL / 4;
+    assert_eq!(reserve.quiet_in(true, ended + part), Some(QUIET_BEFORE_GROWN_REFILL - part));
+    assert_eq!(reserve.quiet_in(true, ended + QUIET_BEFORE_GROWN_REFILL), Some(Duration::ZERO));
   }
 
   #[test]

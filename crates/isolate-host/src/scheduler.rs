@@ -528,13 +528,18 @@ impl Shared {
     let work_ahead = state.ready.len() + state.queue.len();
     let next = if work_ahead > coming {
       Some(Preparing::ForRuns)
-    } else if !state.shutdown && coming < state.reserve.size() {
+    } else if !state.shutdown && state.reserve.refill_at_once(coming) {
       Some(Preparing::Refill)
     } else {
       None
     };
     if let Some(next) = next {
       state.start_preparing(next);
+    }
+    if next != Some(Preparing::ForRuns) && state.idle + state.preparing < state.reserve.size() {
+      // A grown reserve is short beyond what this thread refills: the
+      // scheduler makes the rest once the host is quiet.
+      self.occupancy.doorbell.ring();
     }
     self.admit_and_hand_on(&mut state);
     (delivery, next)
@@ -621,31 +626,47 @@ fn schedule_loop(shared: &Arc<Shared>) {
     let stopped = if reap { shared.reap(&mut state) } else { Vec::new() };
     let mut recheck = shared.admit(&mut state);
     // Threads for the ready runs no thread is coming for yet, and for the
-    // reserve once it has been short for a quantum (runs that end soon
-    // refill it themselves; runs that wait long do not), or at once when
-    // it grew (runs arrive faster than it refills: now).
+    // reserve's base once it has been short for a quantum (runs that end
+    // soon refill it themselves; runs that wait long do not), or at once
+    // when the reserve grew (runs arrive faster than it refills: now).
+    // The isolates of a grown reserve beyond its base are made once the
+    // host is quiet: made while runs follow one another, they took the
+    // CPUs from those runs (see `reserve.rs`).
     let coming = state.idle + state.preparing;
     let for_ready = state.ready.len().saturating_sub(coming);
-    let reserve_short = if state.shutdown { 0 } else { state.reserve.size().saturating_sub(coming + for_ready) };
+    let (base_short, reserve_short) = if state.shutdown {
+      (0, 0)
+    } else {
+      let coming = coming + for_ready;
+      (state.reserve.base().saturating_sub(coming), state.reserve.size().saturating_sub(coming))
+    };
     let grew = std::mem::take(&mut state.reserve_grew);
     let mut for_reserve = 0;
-    if reserve_short == 0 {
+    if base_short == 0 {
       state.reserve_short_since = None;
     } else if grew {
-      for_reserve = reserve_short;
+      for_reserve = base_short;
       state.reserve_short_since = None;
     } else {
       let since = *state.reserve_short_since.get_or_insert_with(Instant::now);
       match left_of(ADMISSION_QUANTUM, since.elapsed()) {
         Some(left) => recheck = sooner(recheck, left),
         None => {
-          for_reserve = reserve_short;
+          for_reserve = base_short;
           state.reserve_short_since = None;
         }
       }
     }
-    let spawn = shared.plan_threads(&mut state, for_ready + for_reserve);
     let idle = state.in_flight == 0 && state.queue.is_empty();
+    if reserve_short > base_short {
+      match state.reserve.quiet_in(idle, Instant::now()) {
+        Some(Duration::ZERO) => for_reserve = reserve_short,
+        Some(left) => recheck = sooner(recheck, left),
+        // Not idle: looked at again when a run ends (its thread rings).
+        None => {}
+      }
+    }
+    let spawn = shared.plan_threads(&mut state, for_ready + for_reserve);
     match state.reserve.when_idle(idle, Instant::now()) {
       Shrink::Nothing => {}
       Shrink::After(left) => recheck = sooner(recheck, left),
@@ -821,7 +842,6 @@ mod tests {
   use crate::bindings_descriptor::BindingsDescriptor;
   use crate::ledger::Completion;
   use crate::platform;
-  use dsh_protocol::config::RESERVE_GROWTH;
 
   /// Runs here tell nobody what they do.
   struct Unobserved;
@@ -925,9 +945,9 @@ mod tests {
   /// A run submitted while the thread that ran the one before it (which
   /// called no tool) is making its next isolate for the reserve (here: from
   /// that run's delivery, which comes before the thread disposes of the
-  /// spent isolate and makes the next) waits for it: the reserve grows, at
-  /// once, to its most. An idle spell brings it back to its size at rest,
-  /// the extra thread retired with its isolate.
+  /// spent isolate and makes the next) waits for it: the reserve grows by
+  /// one, made once the host is quiet. An idle spell brings it back to its
+  /// size at rest, the extra thread retired with its isolate.
   #[test]
   fn runs_back_to_back_grow_the_reserve_and_an_idle_spell_shrinks_it() {
     platform::ensure_initialized().expect("V8 initialises");
@@ -964,8 +984,7 @@ mod tests {
         other => panic!("a run failed: {other:?}"),
       }
     }
-    let most = RESERVE_GROWTH as u32;
-    until("the reserve grows", || scheduler.stats().prepared_isolates == most);
+    until("the reserve grows by one", || scheduler.stats().prepared_isolates == 2);
     until("the reserve is back to its size at rest", || {
       let stats = scheduler.stats();
       stats.prepared_isolates == 1 && stats.threads == 1

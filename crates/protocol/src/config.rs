@@ -40,7 +40,7 @@ pub struct RuntimeConfig {
 /// How many times its `prepared_isolates` a host's reserve grows to at
 /// most, while its runs follow one another faster than it makes isolates
 /// (the host's `reserve.rs`; the `preparedIsolates` key's doc says so).
-pub const RESERVE_GROWTH: usize = 2;
+pub const RESERVE_GROWTH: usize = 8;
 
 /// How long a host is idle (no run in flight or queued) before a grown
 /// reserve is back to `prepared_isolates`, its extra isolates dropped.
