@@ -7,10 +7,13 @@
 //! the next), so runs that follow one another on a host faster than that
 //! find the thread that ran the last one still making the next isolate,
 //! and wait for it. When a run waits so (no prepared isolate free, a
-//! thread refilling the reserve after its run, and no more runs in flight
-//! than the reserve holds: the wait is the rate's, not concurrency's,
-//! which the reserve does not follow), and the host's last run called no
-//! tool, the reserve grows by one, up to [`RESERVE_GROWTH`] times its
+//! thread refilling the reserve after its run, and the run alone in
+//! flight: the wait is the rate's, not concurrency's, which the reserve
+//! does not follow; eight clients running back to back grew it to its
+//! most on the tail of their runs under a looser rule, no more in flight
+//! than the reserve holds, and the host held ~15 MiB more afterwards), and
+//! the host's last run called no tool, the reserve grows by one, up to
+//! [`RESERVE_GROWTH`] times its
 //! base. A run's thread refills only the base at once after its run; the
 //! isolates beyond it are made by new threads once the host has been
 //! quiet for [`QUIET_BEFORE_GROWN_REFILL`] (between runs back to back it
@@ -111,12 +114,12 @@ impl Reserve {
   }
 
   /// A run was admitted with no prepared isolate free for it, `in_flight`
-  /// runs in flight with it and `refilling` threads making an isolate for
-  /// the reserve after their run. Returns whether the reserve grew (a
-  /// thread should be made for it at once: runs are arriving now).
+  /// runs in flight with it (itself included) and `refilling` threads
+  /// making an isolate for the reserve after their run. Returns whether
+  /// the reserve grew (it is short now: the scheduler tops up its base at
+  /// once, the rest once the host is quiet).
   pub fn run_waited(&mut self, in_flight: usize, refilling: usize) -> bool {
-    let grows =
-      refilling > 0 && in_flight <= self.size && !self.last_run_called && self.size < self.base * RESERVE_GROWTH;
+    let grows = refilling > 0 && in_flight == 1 && !self.last_run_called && self.size < self.base * RESERVE_GROWTH;
     if grows {
       self.size += 1;
     }
@@ -147,8 +150,8 @@ mod tests {
   fn grows_while_runs_wait_for_a_refill_and_never_with_concurrency() {
     let start = Instant::now();
     let mut reserve = Reserve::new(1, start);
-    // A burst of concurrent runs: the second found no isolate, but more
-    // runs are in flight than the reserve holds.
+    // A burst of concurrent runs: the second found no isolate, but it is
+    // not alone in flight.
     assert!(!reserve.run_waited(2, 1));
     // Runs before any ended (the reserve still being made at start, or
     // threads made for queued runs): no thread refills.
@@ -164,6 +167,11 @@ mod tests {
     }
     assert!(!reserve.run_waited(1, 1));
     assert_eq!(reserve.size(), RESERVE_GROWTH);
+    // Grown, it still does not follow concurrency.
+    let mut grown = Reserve::new(2, start);
+    assert!(grown.run_waited(1, 1));
+    assert!(!grown.run_waited(2, 1));
+    assert_eq!(grown.size(), 3);
     // No base (a host of one run): nothing to grow.
     let mut none = Reserve::new(0, start);
     assert!(!none.run_waited(0, 1));
