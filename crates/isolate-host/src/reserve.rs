@@ -14,13 +14,14 @@
 //! than the reserve holds, and the host held ~15 MiB more afterwards), and
 //! the host's last run called no tool, the reserve grows by one, up to
 //! [`RESERVE_GROWTH`] times its
-//! base. A run's thread refills only the base at once after its run; the
-//! isolates beyond it are made by new threads once the host has been
-//! quiet for [`QUIET_BEFORE_GROWN_REFILL`] (between runs back to back it
-//! is idle for tens of microseconds): made as each run ended, up to 16 at
-//! once took the CPUs from the burst's next runs, some of which then took
-//! 1.5-2 ms; made once the host is quiet, a burst of 20 finds 16 made
-//! before it, and each of those runs takes ~0.35-0.5 ms. Not for runs
+//! base. A run's thread refills at once only up to [`REFILLED_AT_ONCE`]
+//! times the base after its run; the isolates beyond are made by new
+//! threads once the host has been quiet for [`QUIET_BEFORE_GROWN_REFILL`]
+//! (between runs back to back it is idle for tens of microseconds): made
+//! as each run ended, up to 16 at once took the CPUs from a burst's next
+//! runs, some of which then took 1.5-2 ms; made once the host is quiet, a
+//! burst of 20 finds 16 made before it, and each of those runs takes
+//! ~0.35-0.5 ms. Not for runs
 //! that call tools: such a run is a chain of
 //! hand-offs to the harness and back, each a wake-up that may queue behind
 //! the making beside it, and measured, Code Mode shaped runs (5 calls)
@@ -40,9 +41,18 @@ use std::time::{Duration, Instant};
 use crate::time_left::left_of;
 use dsh_protocol::config::{RESERVE_GROWTH, RESERVE_SHRINK_AFTER};
 
+/// How many times its base a reserve refills as its isolates are taken,
+/// each by the thread whose run just ended: runs that keep coming one
+/// after another (a steady stream, never quiet) keep finding isolates
+/// made while the run before them ran (at 052ed79 this was the whole
+/// reserve, grown to twice its base; 200 trivial runs back to back took
+/// ~0.49 ms each, and ~1.0 ms when only the base refilled at once).
+pub const REFILLED_AT_ONCE: usize = 2;
+
 /// How long a host is quiet (no run in flight or queued) before the
-/// isolates of a grown reserve beyond its base are made. Runs one after
-/// another leave it idle for a few tens of microseconds between them.
+/// isolates of a grown reserve beyond [`REFILLED_AT_ONCE`] times its base
+/// are made. Runs one after another leave it idle for a few tens of
+/// microseconds between them.
 pub const QUIET_BEFORE_GROWN_REFILL: Duration = Duration::from_millis(2);
 
 #[derive(Debug)]
@@ -77,17 +87,17 @@ impl Reserve {
     self.size
   }
 
-  /// How many it keeps at rest.
-  pub fn base(&self) -> usize {
-    self.base
+  /// How many of its isolates are made again as they are taken: up to
+  /// [`REFILLED_AT_ONCE`] times its base. The rest are made once the host
+  /// is quiet ([`Reserve::quiet_in`]), not while runs follow one another.
+  pub fn refilled_at_once(&self) -> usize {
+    self.size.min(self.base.saturating_mul(REFILLED_AT_ONCE))
   }
 
   /// Whether a thread whose run just ended, with `coming` isolates
-  /// prepared or being prepared, makes the next one at once: only for the
-  /// base. Isolates beyond it are made once the host is quiet
-  /// ([`Reserve::quiet_in`]), not while runs follow one another.
+  /// prepared or being prepared, makes the next one at once.
   pub fn refill_at_once(&self, coming: usize) -> bool {
-    coming < self.base
+    coming < self.refilled_at_once()
   }
 
   /// With the host `idle` (no run in flight or queued), how long until it
@@ -191,17 +201,27 @@ mod tests {
     assert_eq!(reserve.size(), 1);
   }
 
-  /// A run's thread refills only the base at once; the rest of a grown
-  /// reserve waits for the host to be quiet, counted from its last run.
+  /// A run's thread refills up to twice the base at once; the rest of a
+  /// grown reserve waits for the host to be quiet, counted from its last
+  /// run.
   #[test]
   fn beyond_its_base_it_is_refilled_once_the_host_is_quiet() {
     let start = Instant::now();
     let mut reserve = Reserve::new(2, start);
     assert!(reserve.run_waited(1, 1));
     assert_eq!(reserve.size(), 3);
-    assert!(reserve.refill_at_once(0));
-    assert!(reserve.refill_at_once(1));
-    assert!(!reserve.refill_at_once(2));
+    // Grown by one: all of it is refilled at once.
+    assert_eq!(reserve.refilled_at_once(), 3);
+    assert!(reserve.refill_at_once(2));
+    assert!(!reserve.refill_at_once(3));
+    // Grown past twice its base: twice its base is, the rest once quiet.
+    for _ in 0..4 {
+      assert!(reserve.run_waited(1, 1));
+    }
+    assert_eq!(reserve.size(), 7);
+    assert_eq!(reserve.refilled_at_once(), 2 * REFILLED_AT_ONCE);
+    assert!(reserve.refill_at_once(2 * REFILLED_AT_ONCE - 1));
+    assert!(!reserve.refill_at_once(2 * REFILLED_AT_ONCE));
     let ended = start + RESERVE_SHRINK_AFTER / 4;
     reserve.active(ended);
     assert_eq!(reserve.quiet_in(false, ended + QUIET_BEFORE_GROWN_REFILL), None);

@@ -626,39 +626,39 @@ fn schedule_loop(shared: &Arc<Shared>) {
     let stopped = if reap { shared.reap(&mut state) } else { Vec::new() };
     let mut recheck = shared.admit(&mut state);
     // Threads for the ready runs no thread is coming for yet, and for the
-    // reserve's base once it has been short for a quantum (runs that end
-    // soon refill it themselves; runs that wait long do not), or at once
-    // when the reserve grew (runs arrive faster than it refills: now).
-    // The isolates of a grown reserve beyond its base are made once the
-    // host is quiet: made while runs follow one another, they took the
-    // CPUs from those runs (see `reserve.rs`).
+    // part of the reserve refilled at once when it has been short for a
+    // quantum (runs that end soon refill it themselves; runs that wait
+    // long do not), or at once when the reserve grew (runs arrive faster
+    // than it refills: now). The rest of a grown reserve is made once the
+    // host is quiet: made while runs follow one another, it took the CPUs
+    // from those runs (see `reserve.rs`).
     let coming = state.idle + state.preparing;
     let for_ready = state.ready.len().saturating_sub(coming);
-    let (base_short, reserve_short) = if state.shutdown {
+    let (at_once_short, reserve_short) = if state.shutdown {
       (0, 0)
     } else {
       let coming = coming + for_ready;
-      (state.reserve.base().saturating_sub(coming), state.reserve.size().saturating_sub(coming))
+      (state.reserve.refilled_at_once().saturating_sub(coming), state.reserve.size().saturating_sub(coming))
     };
     let grew = std::mem::take(&mut state.reserve_grew);
     let mut for_reserve = 0;
-    if base_short == 0 {
+    if at_once_short == 0 {
       state.reserve_short_since = None;
     } else if grew {
-      for_reserve = base_short;
+      for_reserve = at_once_short;
       state.reserve_short_since = None;
     } else {
       let since = *state.reserve_short_since.get_or_insert_with(Instant::now);
       match left_of(ADMISSION_QUANTUM, since.elapsed()) {
         Some(left) => recheck = sooner(recheck, left),
         None => {
-          for_reserve = base_short;
+          for_reserve = at_once_short;
           state.reserve_short_since = None;
         }
       }
     }
     let idle = state.in_flight == 0 && state.queue.is_empty();
-    if reserve_short > base_short {
+    if reserve_short > at_once_short {
       match state.reserve.quiet_in(idle, Instant::now()) {
         Some(Duration::ZERO) => for_reserve = reserve_short,
         Some(left) => recheck = sooner(recheck, left),
