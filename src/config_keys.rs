@@ -461,7 +461,7 @@ config_keys! {
       "the first isolate host, which takes every run that finds no host less",
       "busy: it does not grow with concurrency. While runs that call no tool",
       "follow one another faster than the host makes isolates, it grows, up",
-      "to eight times, the isolates beyond it made while the host is quiet;",
+      "to eight times, what lies past twice it made while the host is quiet;",
       "back to it at a run that calls one or after 1 s without a run.",
     ],
   },

@@ -78,8 +78,37 @@ pub fn leave(cpu: u32) -> Option<u32> {
   u32::try_from(moved_to).ok()
 }
 
+/// A test thread's CPUs, read and set (here and in `mailbox`'s tests).
+#[cfg(test)]
+pub(crate) mod test_affinity {
+  use std::mem::{size_of, zeroed};
+
+  /// The CPUs this thread may run on.
+  pub fn affinity() -> Vec<usize> {
+    // SAFETY: an all-zero cpu_set_t is an empty set.
+    let mut set: libc::cpu_set_t = unsafe { zeroed() };
+    // SAFETY: the mask is a cpu_set_t of the size given, on this stack.
+    assert_eq!(unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set) }, 0);
+    // SAFETY: every index < CPU_SETSIZE is within the set.
+    (0..libc::CPU_SETSIZE as usize).filter(|cpu| unsafe { libc::CPU_ISSET(*cpu, &set) }).collect()
+  }
+
+  /// Confine this thread to `cpus` (each from `affinity`).
+  pub fn confine(cpus: &[usize]) {
+    // SAFETY: an all-zero cpu_set_t is an empty set.
+    let mut set: libc::cpu_set_t = unsafe { zeroed() };
+    for cpu in cpus {
+      // SAFETY: the CPUs come from `affinity`, each < CPU_SETSIZE.
+      unsafe { libc::CPU_SET(*cpu, &mut set) };
+    }
+    // SAFETY: as in `affinity`.
+    assert_eq!(unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) }, 0);
+  }
+}
+
 #[cfg(test)]
 mod tests {
+  use super::test_affinity::{affinity, confine};
   use super::*;
 
   #[test]
@@ -91,26 +120,6 @@ mod tests {
     assert!(!may_move(moved_at + 1, Some(moved_at)));
     assert!(!may_move(moved_at + ROUND_TRIPS_BETWEEN_MOVES - 1, Some(moved_at)));
     assert!(may_move(moved_at + ROUND_TRIPS_BETWEEN_MOVES, Some(moved_at)));
-  }
-
-  fn affinity() -> Vec<usize> {
-    // SAFETY: as in `leave`.
-    let mut set: libc::cpu_set_t = unsafe { zeroed() };
-    // SAFETY: as in `leave`.
-    assert_eq!(unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set) }, 0);
-    // SAFETY: every index < CPU_SETSIZE is within the set.
-    (0..libc::CPU_SETSIZE as usize).filter(|cpu| unsafe { libc::CPU_ISSET(*cpu, &set) }).collect()
-  }
-
-  fn confine(cpus: &[usize]) {
-    // SAFETY: an all-zero cpu_set_t is an empty set.
-    let mut set: libc::cpu_set_t = unsafe { zeroed() };
-    for cpu in cpus {
-      // SAFETY: the CPUs come from `affinity`, each < CPU_SETSIZE.
-      unsafe { libc::CPU_SET(*cpu, &mut set) };
-    }
-    // SAFETY: as in `leave`.
-    assert_eq!(unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) }, 0);
   }
 
   /// On a thread of its own, whose affinity the test changes.

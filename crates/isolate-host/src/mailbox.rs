@@ -231,6 +231,7 @@ mod tests {
   use super::*;
   use crate::budget::{burn, PhaseObserver, RunBudget};
   use crate::control::RunControl;
+  use crate::cpu_placement::test_affinity::{affinity, confine};
 
   struct NoAdmission;
 
@@ -244,19 +245,6 @@ mod tests {
     mailbox.wake();
   }
 
-  /// Confine this thread to `cpus` (as the kernel reads a cpu_set_t).
-  fn confine(cpus: &[usize]) {
-    // SAFETY: an all-zero cpu_set_t is an empty set; each CPU given is
-    // below CPU_SETSIZE; the set is on this stack, of the size given.
-    unsafe {
-      let mut set: libc::cpu_set_t = std::mem::zeroed();
-      for cpu in cpus {
-        libc::CPU_SET(*cpu, &mut set);
-      }
-      assert_eq!(libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set), 0);
-    }
-  }
-
   /// A run in a chain of round trips whose answers are written from the
   /// CPU its thread is on moves its thread off it, once the chain is long
   /// enough (`cpu_placement::CHAIN_OF_ROUND_TRIPS`).
@@ -267,12 +255,7 @@ mod tests {
       return;
     }
     std::thread::spawn(|| {
-      // SAFETY: a cpu_set_t on this stack, of the size given.
-      let allowed: Vec<usize> = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        assert_eq!(libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set), 0);
-        (0..libc::CPU_SETSIZE as usize).filter(|cpu| libc::CPU_ISSET(*cpu, &set)).collect()
-      };
+      let allowed = affinity();
       // On `first`, with every CPU it had to go to (a running thread is
       // moved when its CPU leaves its set, not when the set grows).
       let first = allowed[0];

@@ -13,20 +13,19 @@
 //! most on the tail of their runs under a looser rule, no more in flight
 //! than the reserve holds, and the host held ~15 MiB more afterwards), and
 //! the host's last run called no tool, the reserve grows by one, up to
-//! [`RESERVE_GROWTH`] times its
-//! base. A run's thread refills at once only up to [`REFILLED_AT_ONCE`]
-//! times the base after its run; the isolates beyond are made by new
-//! threads once the host has been quiet for [`QUIET_BEFORE_GROWN_REFILL`]
-//! (between runs back to back it is idle for tens of microseconds): made
-//! as each run ended, up to 16 at once took the CPUs from a burst's next
-//! runs, some of which then took 1.5-2 ms; made once the host is quiet, a
-//! burst of 20 finds 16 made before it, and each of those runs takes
-//! ~0.35-0.5 ms. Not for runs
-//! that call tools: such a run is a chain of
-//! hand-offs to the harness and back, each a wake-up that may queue behind
-//! the making beside it, and measured, Code Mode shaped runs (5 calls)
-//! back to back were ~7% slower with a grown reserve than waiting for the
-//! refill, where runs that call nothing were twice as fast at the median.
+//! [`RESERVE_GROWTH`] times its base. A run's thread refills at once only
+//! up to [`REFILLED_AT_ONCE`] times the base after its run; the isolates
+//! beyond are made by new threads once the host has been quiet for
+//! [`QUIET_BEFORE_GROWN_REFILL`] (between runs back to back it is idle
+//! for tens of microseconds): made as each run ended, up to 16 at once
+//! took the CPUs from a burst's next runs, some of which then took 1.5-2
+//! ms; made once the host is quiet, a burst of 20 finds 16 made before
+//! it, and each of those runs takes ~0.35-0.5 ms. Not for runs that call
+//! tools: such a run is a chain of hand-offs to the harness and back, each
+//! a wake-up that may queue behind the making beside it, and measured,
+//! Code Mode shaped runs (5 calls) back to back were ~7% slower with a
+//! grown reserve than waiting for the refill, where runs that call nothing
+//! were twice as fast at the median.
 //! So a run that called a tool also puts a grown reserve back to its base
 //! at once. It is back to its base too once the host has been idle (no run
 //! in flight or queued) for [`RESERVE_SHRINK_AFTER`]: the extra threads
@@ -44,9 +43,8 @@ use dsh_protocol::config::{RESERVE_GROWTH, RESERVE_SHRINK_AFTER};
 /// How many times its base a reserve refills as its isolates are taken,
 /// each by the thread whose run just ended: runs that keep coming one
 /// after another (a steady stream, never quiet) keep finding isolates
-/// made while the run before them ran (at 052ed79 this was the whole
-/// reserve, grown to twice its base; 200 trivial runs back to back took
-/// ~0.49 ms each, and ~1.0 ms when only the base refilled at once).
+/// made while the run before them ran (200 trivial runs back to back took
+/// ~0.5 ms each so, and ~1.0 ms when only the base was refilled at once).
 pub const REFILLED_AT_ONCE: usize = 2;
 
 /// How long a host is quiet (no run in flight or queued) before the
@@ -126,8 +124,8 @@ impl Reserve {
   /// A run was admitted with no prepared isolate free for it, `in_flight`
   /// runs in flight with it (itself included) and `refilling` threads
   /// making an isolate for the reserve after their run. Returns whether
-  /// the reserve grew (it is short now: the scheduler tops up its base at
-  /// once, the rest once the host is quiet).
+  /// the reserve grew (it is short now: the scheduler tops up what is
+  /// refilled at once now, the rest once the host is quiet).
   pub fn run_waited(&mut self, in_flight: usize, refilling: usize) -> bool {
     let grows = refilling > 0 && in_flight == 1 && !self.last_run_called && self.size < self.base * RESERVE_GROWTH;
     if grows {

@@ -946,8 +946,8 @@ mod tests {
   /// called no tool) is making its next isolate for the reserve (here: from
   /// that run's delivery, which comes before the thread disposes of the
   /// spent isolate and makes the next) waits for it: the reserve grows by
-  /// one, made once the host is quiet. An idle spell brings it back to its
-  /// size at rest, the extra thread retired with its isolate.
+  /// one. An idle spell brings it back to its size at rest, the extra
+  /// thread retired with its isolate.
   #[test]
   fn runs_back_to_back_grow_the_reserve_and_an_idle_spell_shrinks_it() {
     platform::ensure_initialized().expect("V8 initialises");
