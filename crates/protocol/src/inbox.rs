@@ -97,6 +97,15 @@ impl Source {
     }
   }
 
+  /// As [`Source::wait`], inside a frame whose rest is on its way: a
+  /// ring's reader spins for the writer's next piece first.
+  fn wait_mid_frame(&self) -> io::Result<()> {
+    match self {
+      Source::Socket(_) => self.wait(),
+      Source::Ring(ring) => ring.wait_mid_frame(),
+    }
+  }
+
   /// Fill `buf`, waiting for its bytes as they come.
   fn read_exactly_into(&self, buf: &mut [u8]) -> io::Result<()> {
     let ended = || io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame");
@@ -114,7 +123,7 @@ impl Source {
           match ring.read_now(&mut buf[at..], false) {
             Ok(0) => return Err(ended()),
             Ok(read) => at += read,
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => ring.wait()?,
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => ring.wait_mid_frame()?,
             Err(error) => return Err(error),
           }
         }
@@ -139,7 +148,7 @@ impl Source {
           match ring.read_to_vec(frame, rest) {
             Ok(0) => return Err(ended()),
             Ok(read) => rest -= read,
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => ring.wait()?,
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => ring.wait_mid_frame()?,
             Err(error) => return Err(error),
           }
         }
@@ -348,8 +357,13 @@ impl Inbox {
       }
       // Nothing to read: wait for the stream, outside the lock (a waiting
       // thread may take what wakes this one; then this waits again).
+      let mid_frame = !reading.unhandled().is_empty();
       drop(reading);
-      self.source.wait()?;
+      if mid_frame {
+        self.source.wait_mid_frame()?;
+      } else {
+        self.source.wait()?;
+      }
     }
   }
 

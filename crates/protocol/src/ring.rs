@@ -43,6 +43,35 @@ pub const RING_DATA_BYTES: usize = 256 * 1024;
 
 const PAGE: usize = 4096;
 
+/// The most a write publishes, or a read consumes, at once: a long frame
+/// crosses as pieces, each side copying one while the other copies the
+/// next. Whole-ring steps made the two copies take turns (the writer
+/// filled the ring and slept, the reader emptied it and slept), so a
+/// frame of megabytes crossed at half the speed of one copy.
+pub const PIECE_BYTES: usize = RING_DATA_BYTES / 4;
+
+/// How long a side in the middle of a frame spins for the other's next
+/// piece (or for room) before it sleeps: several pieces' copying, so that
+/// while both copy, neither falls asleep for a wake-up that costs more
+/// than the piece.
+const MID_FRAME_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// Spin until `ready` says so or [`MID_FRAME_SPIN`] has passed.
+fn spin_until(mut ready: impl FnMut() -> bool) -> bool {
+  let started = std::time::Instant::now();
+  loop {
+    for _ in 0..64 {
+      if ready() {
+        return true;
+      }
+      std::hint::spin_loop();
+    }
+    if started.elapsed() >= MID_FRAME_SPIN {
+      return ready();
+    }
+  }
+}
+
 /// One ring: a page of indices and flags, each on a cache line of its own
 /// (the two sides write different lines), then the data.
 const RING_BYTES: usize = PAGE + RING_DATA_BYTES;
@@ -295,7 +324,7 @@ impl RingReader {
     if buf.is_empty() {
       return Ok(0);
     }
-    let count = self.available()?.min(buf.len());
+    let count = self.available()?.min(buf.len()).min(PIECE_BYTES);
     // SAFETY: `buf` takes `count` <= `buf.len()` bytes.
     unsafe { self.ring.copy_out(self.tail.load(Ordering::Relaxed), buf.as_mut_ptr(), count) };
     if !peek {
@@ -310,7 +339,7 @@ impl RingReader {
     if max == 0 {
       return Ok(0);
     }
-    let count = self.available()?.min(max);
+    let count = self.available()?.min(max).min(PIECE_BYTES);
     out.reserve(count);
     // SAFETY: `reserve` made room for `count` bytes past the length; they
     // are written (never read) by the copy, then taken into the length.
@@ -356,6 +385,15 @@ impl RingReader {
     self.watch();
     self.owner_asleep.store(false, Ordering::SeqCst);
     woken
+  }
+
+  /// As [`RingReader::wait`], in the middle of a frame whose next piece
+  /// the writer is copying: spins for it first (see [`MID_FRAME_SPIN`]).
+  pub fn wait_mid_frame(&self) -> io::Result<()> {
+    if spin_until(|| !matches!(self.unread(), Ok(0)) || self.ring.gone() || self.ring.shut()) {
+      return Ok(());
+    }
+    self.wait()
   }
 
   /// A waiting thread starts to spin on the ring (see the type's doc);
@@ -435,7 +473,7 @@ impl RingWriter {
     if self.ring.gone() {
       return Err(io::ErrorKind::BrokenPipe.into());
     }
-    let count = self.room()?.min(bytes.len());
+    let count = self.room()?.min(bytes.len()).min(PIECE_BYTES);
     if count == 0 {
       return Err(io::ErrorKind::WouldBlock.into());
     }
@@ -476,6 +514,9 @@ impl RingWriter {
   /// says which). Says it waits first, then looks once more: a reader that
   /// consumed after the look rings the bell.
   pub fn wait(&self) -> io::Result<()> {
+    if spin_until(|| !matches!(self.room(), Ok(0)) || self.ring.gone()) {
+      return self.room().map(drop);
+    }
     let asleep = self.ring.word32(WRITER_ASLEEP);
     asleep.store(1, Ordering::Relaxed);
     fence(Ordering::SeqCst);
@@ -775,11 +816,36 @@ pub(crate) mod tests {
     assert_eq!(host.reader.read_now(&mut head, false).unwrap_err().kind(), io::ErrorKind::WouldBlock);
   }
 
+  /// A write publishes, and a read takes, at most a piece: the reader has
+  /// the first piece of a long write to copy while the writer copies the
+  /// next, and the writer has room again once a piece is read.
+  #[test]
+  fn long_bytes_are_published_and_read_a_piece_at_a_time() {
+    let (harness, host, _fd) = channel();
+    let long = pattern(RING_DATA_BYTES + PIECE_BYTES, 5);
+    let mut out = vec![0u8; long.len()];
+    assert_eq!(harness.writer.write_now(&long).unwrap(), PIECE_BYTES);
+    assert_eq!(host.reader.read_now(&mut out, false).unwrap(), PIECE_BYTES);
+    let mut written = PIECE_BYTES;
+    while written < long.len() {
+      assert_eq!(harness.writer.write_now(&long[written..]).unwrap(), PIECE_BYTES);
+      written += PIECE_BYTES;
+    }
+    let mut read = PIECE_BYTES;
+    while read < long.len() {
+      assert_eq!(host.reader.read_to_vec(&mut Vec::new(), usize::MAX).unwrap(), PIECE_BYTES);
+      read += PIECE_BYTES;
+    }
+  }
+
   #[test]
   fn a_full_ring_says_would_block_and_its_writer_wakes_when_the_reader_takes_bytes() {
     let (harness, host, _fd) = channel();
     let full = pattern(RING_DATA_BYTES, 9);
-    assert_eq!(harness.writer.write_now(&full).unwrap(), RING_DATA_BYTES);
+    let mut written = 0;
+    while written < full.len() {
+      written += harness.writer.write_now(&full[written..]).unwrap();
+    }
     assert_eq!(harness.writer.write_now(b"x").unwrap_err().kind(), io::ErrorKind::WouldBlock);
     std::thread::scope(|scope| {
       let writer = &harness.writer;
@@ -838,7 +904,11 @@ pub(crate) mod tests {
     // A whole ring's worth ahead is the most it may claim, and is read.
     head.store(6 + RING_DATA_BYTES as u64, Ordering::Release);
     let mut all = vec![0u8; RING_DATA_BYTES + 1];
-    assert_eq!(harness.reader.read_now(&mut all, false).unwrap(), RING_DATA_BYTES);
+    let mut read = 0;
+    while read < RING_DATA_BYTES {
+      read += harness.reader.read_now(&mut all[read..], false).unwrap();
+    }
+    assert_eq!(harness.reader.read_now(&mut all, false).unwrap_err().kind(), io::ErrorKind::WouldBlock);
   }
 
   #[test]
@@ -856,7 +926,10 @@ pub(crate) mod tests {
     // Claiming to have read exactly what was written frees the room; then
     // running backwards is refused.
     tail.store(3, Ordering::Release);
-    assert_eq!(harness.writer.write_now(&vec![0; RING_DATA_BYTES]).unwrap(), RING_DATA_BYTES);
+    let mut written = 0;
+    while written < RING_DATA_BYTES {
+      written += harness.writer.write_now(&vec![0; RING_DATA_BYTES - written]).unwrap();
+    }
     tail.store(2, Ordering::Release);
     assert_eq!(harness.writer.write_now(b"x").unwrap_err().kind(), io::ErrorKind::InvalidData);
   }
