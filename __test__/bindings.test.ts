@@ -678,6 +678,9 @@ describe('long string results (they cross beside the JSON)', () => {
   // into a block of their own on each side (`dsh_protocol::text`), with
   // characters of two and four UTF-8 bytes at the end.
   const huge = 'h'.repeat(3 << 20) + '\u00e9\u{1F600}'
+  // All ASCII (written one byte a unit, they cross as Latin-1 and are not
+  // decoded: \`ReplyText::Latin1\`), and one-byte strings just past ASCII.
+  const everyAscii = Array.from({ length: 128 }, (_, unit) => String.fromCharCode(unit)).join('').repeat(600)
   const cases: [string, () => unknown][] = [
     ["read_file's shape", () => ({ path: 'a.txt', text: big })],
     ["a shell's shape", () => ({ stdout: latin, stderr: wide, code: 0 })],
@@ -691,6 +694,11 @@ describe('long string results (they cross beside the JSON)', () => {
     ['a long string beside a short one in an array', () => ['short', big]],
     ['a bare string of megabytes', () => huge],
     ['a string of megabytes beside the JSON', () => ({ path: 'huge.txt', text: huge })],
+    ['every ASCII character, bare', () => everyAscii],
+    ['every ASCII character beside the JSON', () => ({ text: everyAscii, short: everyAscii.slice(0, 300) })],
+    ['a bare ASCII string of megabytes', () => 'a'.repeat(3 << 20)],
+    ['ASCII but for its last character, U+0080', () => 'b'.repeat(70_000) + '\u0080'],
+    ['ASCII but for a U+00FF beside the JSON', () => ({ text: '\u00ff' + 'c'.repeat(70_000) })],
   ]
   const program = `
     const describe = (v) => {

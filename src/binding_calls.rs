@@ -11,11 +11,11 @@ use std::sync::{Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use dsh_protocol::config::spinning_helps;
-use dsh_protocol::frame::{BindingCall, ReplyKind};
+use dsh_protocol::frame::{BindingCall, ReplyKind, ReplyText};
 use dsh_protocol::inbox::Watching;
 use dsh_protocol::lock::lock;
 use dsh_protocol::out_of_band::RawString;
-use dsh_protocol::text::{NotText, Text};
+use dsh_protocol::text::{NotText, SharedBytes, Text};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi::{JsString, JsStringLatin1, JsStringUtf16};
@@ -147,11 +147,14 @@ impl ToNapiValue for BindingCallArgs {
 /// UTF-16 length allows (three bytes a unit; pages never written are never
 /// touched) and gives back the rest. That room is a block of its own in
 /// huge pages once it covers one (a text of ~700 K units on;
-/// `dsh_protocol::text`), and the `Text` is what the run's history keeps
-/// and the reply's frame splices.
-pub struct Utf8Text(pub Text);
+/// `dsh_protocol::text`), and the text is what the run's history keeps
+/// and the reply's frame splices. A string written one byte a unit is all
+/// ASCII (any other character takes two bytes or more a unit), so it
+/// crosses as Latin-1 (`ReplyText::Latin1`), which nobody checks and V8
+/// copies as it is; any other is checked to be UTF-8.
+pub struct JsReplyText(pub ReplyText);
 
-impl FromNapiValue for Utf8Text {
+impl FromNapiValue for JsReplyText {
   // Unsafe only because the trait is; napi-rs calls it on the JS thread.
   unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> Result<Self> {
     let mut units = 0;
@@ -179,14 +182,19 @@ impl FromNapiValue for Utf8Text {
     };
     // SAFETY: napi initialised the `written` bytes it reports (checked
     // within the buffer above), and writes only bytes.
-    let text = unsafe { Text::write(room, read) }?;
-    // Checked, not assumed (`Text::write`): V8 writes valid UTF-8, and a
-    // check costs a fraction of the copy.
-    text.map(Utf8Text).map_err(|NotText| Error::new(Status::InvalidArg, "a reply's text is not UTF-8"))
+    let bytes = unsafe { SharedBytes::write(room, read) }?;
+    let bytes = bytes.ok_or_else(|| Error::new(Status::InvalidArg, "a reply's text overran its room"))?;
+    if bytes.len() == units {
+      return Ok(JsReplyText(ReplyText::Latin1(bytes)));
+    }
+    // Checked, not assumed: V8 writes valid UTF-8, and a check costs a
+    // fraction of the copy.
+    let text = Text::checked(bytes).map_err(|NotText| Error::new(Status::InvalidArg, "a reply's text is not UTF-8"))?;
+    Ok(JsReplyText(ReplyText::Utf8(text)))
   }
 }
 
-impl TypeName for Utf8Text {
+impl TypeName for JsReplyText {
   fn type_name() -> &'static str {
     "String"
   }
@@ -196,7 +204,7 @@ impl TypeName for Utf8Text {
   }
 }
 
-impl ValidateNapiValue for Utf8Text {}
+impl ValidateNapiValue for JsReplyText {}
 
 /// A position in a JS array (a batch is far shorter than 2^32 items; one
 /// that is not fails the wake-up instead of wrapping).

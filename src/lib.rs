@@ -32,7 +32,8 @@ use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 
 use crate::binding_calls::{
-  binding_call_batch, BindingCallBatch, CallOutbox, NodeWake, Utf8Text, REPLY_IDS, REPLY_JSON, REPLY_REJECT, REPLY_TEXT,
+  binding_call_batch, BindingCallBatch, CallOutbox, JsReplyText, NodeWake, REPLY_IDS, REPLY_JSON, REPLY_REJECT,
+  REPLY_TEXT,
 };
 use crate::config_keys::NativeConfig;
 use crate::run_report::RunCost;
@@ -280,12 +281,12 @@ impl NativeRuntime {
   /// have ended are dropped. Returns whether a live run was answered: the
   /// host should then call `linger()` once its current turn is over.
   #[napi(ts_args_type = "ids: Uint32Array, texts: Array<string>")]
-  pub fn reply(&self, ids: &[u32], texts: Vec<Utf8Text>) -> Result<bool> {
+  pub fn reply(&self, ids: &[u32], texts: Vec<JsReplyText>) -> Result<bool> {
     let invalid = |why: String| Error::new(Status::InvalidArg, why);
     if !ids.len().is_multiple_of(REPLY_IDS as usize) {
       return Err(invalid(format!("reply ids must hold {REPLY_IDS} numbers per reply")));
     }
-    let mut texts = texts.into_iter().map(|Utf8Text(text)| text);
+    let mut texts = texts.into_iter().map(|JsReplyText(text)| text);
     let mut replies = Vec::with_capacity(ids.len() / REPLY_IDS as usize);
     for id in ids.chunks_exact(REPLY_IDS as usize) {
       let kind = match id[2] {

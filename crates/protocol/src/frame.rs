@@ -33,6 +33,7 @@
 //! longer than [`MAX_FRAME_BYTES`]) is a [`ProtocolError`], which ends
 //! that host, never the harness.
 
+use std::fmt;
 use std::io::{self, Read};
 
 use crate::config::RuntimeConfig;
@@ -104,12 +105,12 @@ pub fn encode_replies(out: &mut SplicedFrames, replies: &[(u32, u32, &Answer)]) 
   let SplicedFrames { bytes, spliced } = out;
   let mut frame = FrameWriter::new(bytes, REPLIES).u32(len32(replies.len()));
   for &(run_id, call_id, answer) in replies {
-    frame = frame.u32(run_id).u32(call_id).u8(answer.kind as u8).shared(answer.text.shared_bytes(), spliced);
+    frame = frame.u32(run_id).u32(call_id).u8(answer.kind as u8).reply_text(&answer.text, spliced);
     frame = frame.u32(len32(answer.strings.len()));
     if !answer.strings.is_empty() {
       frame = frame.text(&answer.paths);
       for string in &answer.strings {
-        frame = frame.shared(string.shared_bytes(), spliced);
+        frame = frame.reply_text(string, spliced);
       }
     }
   }
@@ -214,15 +215,69 @@ pub struct Answer {
   pub kind: ReplyKind,
   /// The JSON text (with `null` where each of `strings` goes), the string
   /// itself, or the rejection's message as a JSON string literal.
-  pub text: Text,
+  pub text: ReplyText,
   /// When `strings` is not empty: the JSON array of their paths into `text`.
   pub paths: String,
-  pub strings: Vec<Text>,
+  pub strings: Vec<ReplyText>,
+}
+
+/// A text of an [`Answer`] as it crosses: UTF-8, or, for a text the
+/// harness read out of Node one byte a character (so every character
+/// ASCII: `JsReplyText` in the addon), those bytes as Latin-1. A Latin-1
+/// text is checked by nobody (any bytes are Latin-1) and V8 copies it into
+/// a string as it is; a UTF-8 one is checked on each side and decoded by
+/// V8. For results of 1-4 MB those three passes were an eighth to a sixth
+/// of what a call cost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplyText {
+  Utf8(Text),
+  Latin1(SharedBytes),
+}
+
+impl ReplyText {
+  /// Its bytes, as they cross.
+  pub fn shared_bytes(&self) -> &SharedBytes {
+    match self {
+      ReplyText::Utf8(text) => text.shared_bytes(),
+      ReplyText::Latin1(bytes) => bytes,
+    }
+  }
+
+  /// How many bytes it crosses as.
+  pub fn len(&self) -> usize {
+    self.shared_bytes().len()
+  }
+
+  pub fn is_empty(&self) -> bool {
+    self.len() == 0
+  }
+}
+
+/// Its characters.
+impl fmt::Display for ReplyText {
+  fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match self {
+      ReplyText::Utf8(text) => f.write_str(text),
+      ReplyText::Latin1(bytes) => bytes.iter().try_for_each(|byte| fmt::Write::write_char(f, char::from(*byte))),
+    }
+  }
+}
+
+impl Default for ReplyText {
+  fn default() -> ReplyText {
+    ReplyText::Utf8(Text::default())
+  }
+}
+
+impl<T: Into<Text>> From<T> for ReplyText {
+  fn from(text: T) -> ReplyText {
+    ReplyText::Utf8(text.into())
+  }
 }
 
 impl Answer {
   /// An answer whose text is all of it.
-  pub fn plain(kind: ReplyKind, text: impl Into<Text>) -> Answer {
+  pub fn plain(kind: ReplyKind, text: impl Into<ReplyText>) -> Answer {
     Answer { kind, text: text.into(), paths: String::new(), strings: Vec::new() }
   }
 
@@ -544,9 +599,11 @@ const STATS: u8 = 7;
 const JOURNAL_FULL: u8 = 8;
 const READINGS: u8 = 9;
 
-// Encodings of an out-of-band string inside CALLS.
+// Encodings of an out-of-band string inside CALLS (LATIN1, UTF16) and of
+// a reply's texts inside REPLIES (UTF8, LATIN1).
 const LATIN1: u8 = 0;
 const UTF16: u8 = 1;
+const UTF8: u8 = 2;
 
 // Completion tags inside FINISHED.
 const NO_VALUE: u8 = 0;
@@ -609,6 +666,15 @@ impl<'a> FrameWriter<'a> {
   fn bytes(self, bytes: &[u8]) -> Self {
     self.out.extend_from_slice(bytes);
     self
+  }
+
+  /// A reply's text: its encoding, then its bytes (see [`Self::shared`]).
+  fn reply_text(self, text: &ReplyText, spliced: &mut Vec<(usize, SharedBytes)>) -> Self {
+    let encoding = match text {
+      ReplyText::Utf8(_) => UTF8,
+      ReplyText::Latin1(_) => LATIN1,
+    };
+    self.u8(encoding).shared(text.shared_bytes(), spliced)
   }
 
   fn utf16(self, units: &[u16]) -> Self {
@@ -715,16 +781,17 @@ impl ToHost {
       },
       ABORT => ToHost::Abort { run_id: fields.u32()?, reason: fields.utf16()? },
       REPLIES => {
-        // Run id, call id, kind, the text's length, the count of strings.
-        let count = fields.count(4 + 4 + 1 + 4 + 4)?;
+        // Run id, call id, kind, the text's encoding and length, the
+        // count of strings.
+        let count = fields.count(4 + 4 + 1 + 1 + 4 + 4)?;
         let mut replies = Vec::with_capacity(count);
         for _ in 0..count {
           let run_id = fields.u32()?;
           let call_id = fields.u32()?;
           let kind =
             ReplyKind::from_code(fields.u8()?).ok_or_else(|| ProtocolError("a reply of an unknown kind".to_owned()))?;
-          let mut answer = Answer::plain(kind, fields.shared_text()?);
-          let strings = fields.count(4)?;
+          let mut answer = Answer::plain(kind, fields.reply_text()?);
+          let strings = fields.count(1 + 4)?;
           if strings > 0 {
             if kind != ReplyKind::Json {
               return Err(ProtocolError("strings beside an answer that is not JSON".to_owned()));
@@ -732,7 +799,7 @@ impl ToHost {
             answer.paths = fields.text()?;
             answer.strings.reserve_exact(strings);
             for _ in 0..strings {
-              answer.strings.push(fields.shared_text()?);
+              answer.strings.push(fields.reply_text()?);
             }
           }
           replies.push(Reply { run_id, call_id, answer });
@@ -1014,6 +1081,19 @@ impl<'a> Fields<'a> {
     Text::checked(self.bytes(len)?).map_err(|_| ProtocolError("text is not UTF-8".to_owned()))
   }
 
+  /// A reply's text (see [`FrameWriter::reply_text`]): a UTF-8 one checked,
+  /// a Latin-1 one as it is.
+  fn reply_text(&mut self) -> Result<ReplyText, ProtocolError> {
+    match self.u8()? {
+      UTF8 => Ok(ReplyText::Utf8(self.shared_text()?)),
+      LATIN1 => {
+        let len = self.u32()? as usize;
+        Ok(ReplyText::Latin1(self.bytes(len)?))
+      }
+      code => Err(ProtocolError(format!("a reply's text of unknown encoding {code}"))),
+    }
+  }
+
   /// The next `len` bytes: at least [`SPLICED_TEXT_BYTES`] of them part of
   /// the frame's buffer when the frame is decoded from one
   /// ([`Fields::sharing`]) and the buffer finds them worth sharing, else a
@@ -1093,6 +1173,10 @@ mod tests {
   use super::*;
   use crate::readings::Clock;
 
+  fn latin1(bytes: &[u8]) -> ReplyText {
+    ReplyText::Latin1(SharedBytes::from(bytes.to_vec()))
+  }
+
   fn round_trip_to_host(message: ToHost) {
     let mut out = Vec::new();
     message.encode(&mut out);
@@ -1141,9 +1225,12 @@ mod tests {
           kind: ReplyKind::Json,
           text: "{\"path\":\"a\",\"text\":null,\"more\":[null]}".into(),
           paths: "[[0,\"text\"],[1,\"more\",0]]".into(),
-          strings: vec!["é".repeat(3).into(), Text::default()],
+          strings: vec!["é".repeat(3).into(), ReplyText::default(), latin1(&[b'a', 0xe9])],
         },
       },
+      // Latin-1: any bytes, as they are.
+      Reply { run_id: 9, call_id: 10, answer: Answer::plain(ReplyKind::Text, latin1(&[b'a', 0xe9, 0xff, 0])) },
+      Reply { run_id: 9, call_id: 11, answer: Answer::plain(ReplyKind::Json, latin1(b"[1]")) },
     ]));
     round_trip_to_host(ToHost::StatsRequest { seq: u64::MAX });
     round_trip_to_host(ToHost::Shutdown);
@@ -1338,7 +1425,7 @@ mod tests {
           kind: ReplyKind::Json,
           text: "[null,null]".into(),
           paths: "[[0,0],[1,1]]".into(),
-          strings: vec![long.clone(), short],
+          strings: vec![long.clone().into(), short.into()],
         },
       },
     ];
@@ -1368,8 +1455,8 @@ mod tests {
   /// Decoded from a reader's buffer, a reply's long texts are parts of
   /// the buffer (its short ones copies), equal to a decode's; a buffer is
   /// read into again only once nothing decoded from it holds it (the other
-  /// one, or a fresh one, meanwhile), and a text that is not UTF-8 is
-  /// refused either way.
+  /// one, or a fresh one, meanwhile), and a UTF-8 text that is not UTF-8
+  /// is refused either way (a Latin-1 one is taken as it is).
   #[test]
   fn long_reply_texts_decoded_from_a_buffer_share_it_until_they_are_gone() {
     let long = Text::from("é".repeat(SPLICED_TEXT_BYTES / 2));
@@ -1381,9 +1468,9 @@ mod tests {
         call_id: 1,
         answer: Answer {
           kind: ReplyKind::Json,
-          text: short.clone(),
+          text: short.clone().into(),
           paths: "[[0]]".into(),
-          strings: vec![long.clone()],
+          strings: vec![long.clone().into()],
         },
       },
     ]);
@@ -1400,7 +1487,7 @@ mod tests {
     let decoded = ToHost::decode_shared(&buffer).unwrap();
     assert_eq!(decoded, replies);
     let ToHost::Replies(decoded) = decoded else { unreachable!() };
-    let in_buffer = |text: &Text| buffer.frame().as_ptr_range().contains(&text.as_ptr());
+    let in_buffer = |text: &ReplyText| buffer.frame().as_ptr_range().contains(&text.shared_bytes().as_ptr());
     assert!(in_buffer(&decoded[0].answer.text) && in_buffer(&decoded[1].answer.strings[0]));
     assert!(!in_buffer(&decoded[1].answer.text));
     // Held: the next frame goes into the other buffer; both held, into a
@@ -1412,7 +1499,7 @@ mod tests {
     let also_kept = ToHost::decode_shared(&buffer).unwrap();
     let third = read_into(&mut buffer, &encoded);
     assert!(third != first && third != second);
-    assert_eq!(kept, long);
+    assert_eq!(kept, ReplyText::from(long.clone()));
     assert_eq!(also_kept, replies);
     // Let go: the buffers are read into again, in turn.
     drop((kept, also_kept));
@@ -1425,6 +1512,18 @@ mod tests {
     buffer.next_frame()[at] = 0xff;
     assert_eq!(ToHost::decode_shared(&buffer), Err(ProtocolError("text is not UTF-8".into())));
     assert!(buffer.share(at, long.len() + 1).is_none());
+    // The same bytes as Latin-1 are decoded as they are.
+    let latin1_text = ReplyText::Latin1(long.shared_bytes().clone());
+    let as_latin1 =
+      ToHost::Replies(vec![Reply { run_id: 1, call_id: 0, answer: Answer::plain(ReplyKind::Text, latin1_text) }]);
+    let mut encoded = Vec::new();
+    as_latin1.encode(&mut encoded);
+    read_into(&mut buffer, &encoded);
+    // The text, then the count of strings beside it.
+    let at = buffer.frame().len() - 4 - long.len();
+    buffer.next_frame()[at] = 0xff;
+    let ToHost::Replies(decoded) = ToHost::decode_shared(&buffer).unwrap() else { unreachable!() };
+    assert_eq!(decoded[0].answer.text.shared_bytes()[0], 0xff);
   }
 
   /// A call's long one-byte strings are spliced in too, and decode back.

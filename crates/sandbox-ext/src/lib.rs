@@ -17,12 +17,14 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use deno_core::convert::ToV8;
 use deno_core::{op2, v8, OpState};
 use deno_error::JsErrorBox;
+use dsh_protocol::frame::ReplyText;
 use dsh_protocol::frame::{encoded_call_len, MAX_CALL_BYTES};
 use dsh_protocol::out_of_band::RawString;
 use dsh_protocol::readings::Clock;
-use dsh_protocol::text::{SharedBytes, Text};
+use dsh_protocol::text::SharedBytes;
 
 // What the ops call, each beside its subject.
 mod digest;
@@ -43,23 +45,91 @@ pub type RepliesFuture = Pin<Box<dyn Future<Output = ReplyBatch>>>;
 /// resolving when `oks[i]` with `texts[i]` itself when `raws[i]`, else with
 /// the value whose JSON text it is (with `beside[i]`'s strings in their
 /// places, when it has some); rejecting otherwise, with the message whose
-/// JSON string literal is `texts[i]`.
-#[derive(Debug, Default, serde::Serialize)]
+/// JSON string literal is `texts[i]`. The bootstrap's pump receives it as
+/// an object of these five arrays (`beside[i]` null or `{ paths, strings }`).
+#[derive(Debug, Default)]
 pub struct ReplyBatch {
   pub ids: Vec<u32>,
   pub oks: Vec<bool>,
   pub raws: Vec<bool>,
-  pub texts: Vec<Text>,
+  pub texts: Vec<ReplyText>,
   pub beside: Vec<Option<StringsBeside>>,
 }
 
 /// The long strings of a JSON reply that crossed beside its text
 /// (`dsh_protocol::frame::Answer`): the JSON array of their paths, and the
 /// strings in that order.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug)]
 pub struct StringsBeside {
   pub paths: String,
-  pub strings: Vec<Text>,
+  pub strings: Vec<ReplyText>,
+}
+
+/// Made by hand rather than by serde, for the texts' sake: serde makes
+/// every string from UTF-8 (V8 checks and decodes it), while a Latin-1
+/// text becomes a one-byte string copied as it is.
+impl<'a> ToV8<'a> for ReplyBatch {
+  type Error = JsErrorBox;
+
+  fn to_v8<'i>(self, scope: &mut v8::PinScope<'a, 'i>) -> Result<v8::Local<'a, v8::Value>, JsErrorBox> {
+    let ids: Vec<_> = self.ids.iter().map(|id| v8::Integer::new_from_unsigned(scope, *id).into()).collect();
+    let oks: Vec<_> = self.oks.iter().map(|ok| v8::Boolean::new(scope, *ok).into()).collect();
+    let raws: Vec<_> = self.raws.iter().map(|raw| v8::Boolean::new(scope, *raw).into()).collect();
+    let texts = self.texts.iter().map(|text| reply_text(scope, text)).collect::<Result<Vec<_>, _>>()?;
+    let mut beside = Vec::with_capacity(self.beside.len());
+    for strings in &self.beside {
+      let Some(StringsBeside { paths, strings }) = strings else {
+        beside.push(v8::null(scope).into());
+        continue;
+      };
+      let strings = strings.iter().map(|text| reply_text(scope, text)).collect::<Result<Vec<_>, _>>()?;
+      let strings = v8::Array::new_with_elements(scope, &strings).into();
+      let paths = v8_string(scope, paths.as_bytes(), false)?;
+      beside.push(object(scope, &[("paths", paths), ("strings", strings)])?);
+    }
+    let columns = [("ids", ids), ("oks", oks), ("raws", raws), ("texts", texts), ("beside", beside)];
+    let columns = columns.map(|(name, column)| (name, v8::Array::new_with_elements(scope, &column).into()));
+    object(scope, &columns)
+  }
+}
+
+/// A reply's text as a V8 string (see [`ReplyText`]).
+fn reply_text<'a>(scope: &mut v8::PinScope<'a, '_>, text: &ReplyText) -> Result<v8::Local<'a, v8::Value>, JsErrorBox> {
+  match text {
+    ReplyText::Utf8(text) => v8_string(scope, text.as_bytes(), false),
+    ReplyText::Latin1(bytes) => v8_string(scope, bytes, true),
+  }
+}
+
+/// A string of UTF-8 bytes, or of Latin-1 ones when `one_byte`.
+fn v8_string<'a>(
+  scope: &mut v8::PinScope<'a, '_>,
+  bytes: &[u8],
+  one_byte: bool,
+) -> Result<v8::Local<'a, v8::Value>, JsErrorBox> {
+  let string = if one_byte {
+    v8::String::new_from_one_byte(scope, bytes, v8::NewStringType::Normal)
+  } else {
+    v8::String::new_from_utf8(scope, bytes, v8::NewStringType::Normal)
+  };
+  string.map(Into::into).ok_or_else(|| JsErrorBox::range_error("a reply longer than a string can be"))
+}
+
+/// An object of these properties and no prototype (as serde makes one):
+/// defined, not set, so nothing a program put on `Object.prototype` sees
+/// or changes them.
+fn object<'a>(
+  scope: &mut v8::PinScope<'a, '_>,
+  properties: &[(&str, v8::Local<'a, v8::Value>)],
+) -> Result<v8::Local<'a, v8::Value>, JsErrorBox> {
+  let mut names = Vec::with_capacity(properties.len());
+  for (name, _) in properties {
+    let name = v8::String::new_from_one_byte(scope, name.as_bytes(), v8::NewStringType::Internalized);
+    names.push(name.ok_or_else(|| JsErrorBox::range_error("a property name longer than a string can be"))?.into());
+  }
+  let values: Vec<_> = properties.iter().map(|(_, value)| *value).collect();
+  let no_prototype = v8::null(scope).into();
+  Ok(v8::Object::with_prototype_and_properties(scope, no_prototype, &names, &values).into())
 }
 
 /// How a program settled, as reported by the bootstrap's driver.
@@ -376,7 +446,6 @@ fn hold_call(scope: &mut v8::PinScope, host: &dyn SandboxHost, len: usize) -> Re
 }
 
 #[op2]
-#[serde]
 async fn op_dsh_replies(state: Rc<RefCell<OpState>>) -> Result<ReplyBatch, JsErrorBox> {
   let replies = host(&state.borrow())?.replies();
   Ok(replies.await)
