@@ -598,6 +598,25 @@ mod tests {
     assert!(!inbox.try_take(calls_tag, |_| panic!("half a frame")));
     writer.write_all(&whole[7..]).unwrap();
     assert!(inbox.try_take(calls_tag, |frame| assert_eq!(FromHost::decode(frame).unwrap(), calls(2))));
+    // The longest frame a waiting thread takes (with its header, longer
+    // than a ring's piece, `ring::PIECE_BYTES`): taken whole.
+    let calls_of = |args: String| {
+      FromHost::Calls(vec![BindingCall {
+        run_id: 4,
+        call_id: 1,
+        namespace: 0,
+        function: 0,
+        args,
+        paths: String::new(),
+        strings: Vec::new(),
+      }])
+    };
+    let around_args = frame_of(&calls_of(String::new())).len() - 4;
+    let longest = calls_of("x".repeat(MAX_TAKEN_BYTES - around_args));
+    let bytes = frame_of(&longest);
+    assert_eq!(bytes.len(), MAX_TAKEN_BYTES + 4);
+    writer.write_all(&bytes).unwrap();
+    assert!(inbox.try_take(calls_tag, |frame| assert_eq!(FromHost::decode(frame).unwrap(), longest)));
     // A frame too large to take stays for the owner, who reads it whole.
     let large = frame_of(&FromHost::Calls(vec![BindingCall {
       run_id: 3,

@@ -324,7 +324,10 @@ impl RingReader {
     if buf.is_empty() {
       return Ok(0);
     }
-    let count = self.available()?.min(buf.len()).min(PIECE_BYTES);
+    // A peek consumes nothing, so it takes all there is (a waiting thread
+    // peeks a whole frame of up to `inbox::MAX_TAKEN_BYTES` and its header).
+    let count = self.available()?.min(buf.len());
+    let count = if peek { count } else { count.min(PIECE_BYTES) };
     // SAFETY: `buf` takes `count` <= `buf.len()` bytes.
     unsafe { self.ring.copy_out(self.tail.load(Ordering::Relaxed), buf.as_mut_ptr(), count) };
     if !peek {
@@ -818,15 +821,19 @@ pub(crate) mod tests {
 
   /// A write publishes, and a read takes, at most a piece: the reader has
   /// the first piece of a long write to copy while the writer copies the
-  /// next, and the writer has room again once a piece is read.
+  /// next, and the writer has room again once a piece is read. A peek,
+  /// which takes nothing, sees all there is.
   #[test]
   fn long_bytes_are_published_and_read_a_piece_at_a_time() {
     let (harness, host, _fd) = channel();
     let long = pattern(RING_DATA_BYTES + PIECE_BYTES, 5);
     let mut out = vec![0u8; long.len()];
     assert_eq!(harness.writer.write_now(&long).unwrap(), PIECE_BYTES);
+    assert_eq!(harness.writer.write_now(&long[PIECE_BYTES..]).unwrap(), PIECE_BYTES);
+    assert_eq!(host.reader.read_now(&mut out, true).unwrap(), 2 * PIECE_BYTES);
+    assert!(out[..2 * PIECE_BYTES] == long[..2 * PIECE_BYTES]);
     assert_eq!(host.reader.read_now(&mut out, false).unwrap(), PIECE_BYTES);
-    let mut written = PIECE_BYTES;
+    let mut written = 2 * PIECE_BYTES;
     while written < long.len() {
       assert_eq!(harness.writer.write_now(&long[written..]).unwrap(), PIECE_BYTES);
       written += PIECE_BYTES;
