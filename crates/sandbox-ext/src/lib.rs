@@ -20,8 +20,7 @@ use std::sync::Arc;
 use deno_core::convert::ToV8;
 use deno_core::{op2, v8, OpState};
 use deno_error::JsErrorBox;
-use dsh_protocol::frame::ReplyText;
-use dsh_protocol::frame::{encoded_call_len, MAX_CALL_BYTES};
+use dsh_protocol::frame::{encoded_call_len, ReplyText, MAX_CALL_BYTES};
 use dsh_protocol::out_of_band::RawString;
 use dsh_protocol::readings::Clock;
 use dsh_protocol::text::SharedBytes;
@@ -84,7 +83,7 @@ impl<'a> ToV8<'a> for ReplyBatch {
       };
       let strings = strings.iter().map(|text| reply_text(scope, text)).collect::<Result<Vec<_>, _>>()?;
       let strings = v8::Array::new_with_elements(scope, &strings).into();
-      let paths = v8_string(scope, paths.as_bytes(), false)?;
+      let paths = v8::String::new(scope, paths).map(Into::into).ok_or_else(too_long)?;
       beside.push(object(scope, &[("paths", paths), ("strings", strings)])?);
     }
     let columns = [("ids", ids), ("oks", oks), ("raws", raws), ("texts", texts), ("beside", beside)];
@@ -95,24 +94,15 @@ impl<'a> ToV8<'a> for ReplyBatch {
 
 /// A reply's text as a V8 string (see [`ReplyText`]).
 fn reply_text<'a>(scope: &mut v8::PinScope<'a, '_>, text: &ReplyText) -> Result<v8::Local<'a, v8::Value>, JsErrorBox> {
-  match text {
-    ReplyText::Utf8(text) => v8_string(scope, text.as_bytes(), false),
-    ReplyText::Latin1(bytes) => v8_string(scope, bytes, true),
-  }
+  let string = match text {
+    ReplyText::Utf8(text) => v8::String::new_from_utf8(scope, text.as_bytes(), v8::NewStringType::Normal),
+    ReplyText::Latin1(bytes) => v8::String::new_from_one_byte(scope, bytes, v8::NewStringType::Normal),
+  };
+  string.map(Into::into).ok_or_else(too_long)
 }
 
-/// A string of UTF-8 bytes, or of Latin-1 ones when `one_byte`.
-fn v8_string<'a>(
-  scope: &mut v8::PinScope<'a, '_>,
-  bytes: &[u8],
-  one_byte: bool,
-) -> Result<v8::Local<'a, v8::Value>, JsErrorBox> {
-  let string = if one_byte {
-    v8::String::new_from_one_byte(scope, bytes, v8::NewStringType::Normal)
-  } else {
-    v8::String::new_from_utf8(scope, bytes, v8::NewStringType::Normal)
-  };
-  string.map(Into::into).ok_or_else(|| JsErrorBox::range_error("a reply longer than a string can be"))
+fn too_long() -> JsErrorBox {
+  JsErrorBox::range_error("a reply longer than a string can be")
 }
 
 /// An object of these properties and no prototype (as serde makes one):
