@@ -263,7 +263,7 @@ impl fmt::Debug for SharedBytes {
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Text(SharedBytes);
 
-/// Bytes written as a text that are not UTF-8, or more than the room.
+/// Bytes taken as a text that are not UTF-8.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NotText;
 
@@ -279,19 +279,6 @@ impl Text {
       Ok(_) => Ok(Text(bytes)),
       Err(_) => Err(NotText),
     }
-  }
-
-  /// As [`SharedBytes::write`], checked to be UTF-8.
-  ///
-  /// # Safety
-  /// As [`SharedBytes::write`].
-  pub unsafe fn write<E>(
-    room: usize,
-    write: impl FnOnce(&mut [MaybeUninit<u8>]) -> Result<usize, E>,
-  ) -> Result<Result<Text, NotText>, E> {
-    // SAFETY: the caller's contract, passed on.
-    let bytes = unsafe { SharedBytes::write(room, write) }?;
-    Ok(bytes.ok_or(NotText).and_then(Text::checked))
   }
 
   /// Its bytes, shared.
@@ -369,11 +356,14 @@ mod tests {
     }
   }
 
-  /// `Text::write` with [`writer`].
+  /// Bytes written with [`writer`] (`SharedBytes::write`), then taken as
+  /// a text (`Text::checked`), as the harness reads a reply's text: more
+  /// than the room is not a text either.
   fn write(room: usize, bytes: &[u8], len: usize) -> Result<Result<Text, NotText>, ()> {
     // SAFETY: the writer initialises the first `bytes.len()` bytes, and
     // every test's `len` is at most that (or past the room, refused).
-    unsafe { Text::write(room, writer(bytes, len)) }
+    let written = unsafe { SharedBytes::write(room, writer(bytes, len)) }?;
+    Ok(written.ok_or(NotText).and_then(Text::checked))
   }
 
   #[test]
@@ -396,7 +386,7 @@ mod tests {
       // A character cut in the middle is not UTF-8.
       assert_eq!(write(room, &"é".as_bytes()[..1], 1), Ok(Err(NotText)));
       // SAFETY: the writer writes nothing and reports nothing written.
-      let failed = unsafe { Text::write(room, |_: &mut [MaybeUninit<u8>]| Err::<usize, _>("failed")) };
+      let failed = unsafe { SharedBytes::write(room, |_: &mut [MaybeUninit<u8>]| Err::<usize, _>("failed")) };
       assert_eq!(failed, Err("failed"));
     }
   }
