@@ -960,10 +960,7 @@ impl FromHost {
             call.strings.reserve_exact(strings);
             for _ in 0..strings {
               let string = match fields.u8()? {
-                LATIN1 => {
-                  let len = fields.u32()? as usize;
-                  RawString::Latin1(fields.bytes(len)?)
-                }
+                LATIN1 => RawString::Latin1(fields.shared()?),
                 UTF16 => RawString::Utf16(fields.utf16()?),
                 code => return Err(ProtocolError(format!("an out-of-band string of unknown encoding {code}"))),
               };
@@ -1077,8 +1074,14 @@ impl<'a> Fields<'a> {
 
   /// A text, as [`Text`]: see [`Fields::bytes`].
   fn shared_text(&mut self) -> Result<Text, ProtocolError> {
+    Text::checked(self.shared()?).map_err(|_| ProtocolError("text is not UTF-8".to_owned()))
+  }
+
+  /// Bytes as [`FrameWriter::shared`] writes them: their length, then
+  /// them (see [`Fields::bytes`]).
+  fn shared(&mut self) -> Result<SharedBytes, ProtocolError> {
     let len = self.u32()? as usize;
-    Text::checked(self.bytes(len)?).map_err(|_| ProtocolError("text is not UTF-8".to_owned()))
+    self.bytes(len)
   }
 
   /// A reply's text (see [`FrameWriter::reply_text`]): a UTF-8 one checked,
@@ -1086,10 +1089,7 @@ impl<'a> Fields<'a> {
   fn reply_text(&mut self) -> Result<ReplyText, ProtocolError> {
     match self.u8()? {
       UTF8 => Ok(ReplyText::Utf8(self.shared_text()?)),
-      LATIN1 => {
-        let len = self.u32()? as usize;
-        Ok(ReplyText::Latin1(self.bytes(len)?))
-      }
+      LATIN1 => Ok(ReplyText::Latin1(self.shared()?)),
       code => Err(ProtocolError(format!("a reply's text of unknown encoding {code}"))),
     }
   }
