@@ -514,8 +514,10 @@ impl RingWriter {
   }
 
   /// Block until there is room or the reader has gone (then `write_now`
-  /// says which). Says it waits first, then looks once more: a reader that
-  /// consumed after the look rings the bell.
+  /// says which). A writer waits only with a write in hand, so it spins
+  /// for room first, as a reader inside a frame spins for its next piece
+  /// ([`MID_FRAME_SPIN`]); then it says it waits, and looks once more: a
+  /// reader that consumed after the look rings the bell.
   pub fn wait(&self) -> io::Result<()> {
     if spin_until(|| !matches!(self.room(), Ok(0)) || self.ring.gone()) {
       return self.room().map(drop);
