@@ -96,14 +96,50 @@ impl ModuleLoader for NoModules {
   }
 }
 
-/// The call that seals an isolate, handing it the harness's Node's facts as a JSON
-/// literal (a `HostFacts` always serializes), and the engine's: the V8 that
-/// runs the program and the machine's architecture as Node names it
+/// What `seal` is handed, as JSON texts: the harness's Node's facts (a
+/// `HostFacts` always serializes), and the engine's: the V8 that runs the
+/// program and the machine's architecture as Node names it
 /// (`process.versions.v8`, `process.arch`).
-fn seal_script(config: &RuntimeConfig) -> String {
+fn seal_arguments(config: &RuntimeConfig) -> [String; 2] {
   let facts = serde_json::to_string(&config.node).unwrap_or_else(|_| "{}".to_owned());
   let engine = serde_json::json!({ "v8": v8::V8::get_version(), "arch": node_arch() });
-  format!("__dsh.seal({facts}, {engine})")
+  [facts, engine.to_string()]
+}
+
+/// Call `__dsh.seal(facts, engine)`, which returns the driver's functions:
+/// a call, not a script. Compiling even a one-line script in a fresh
+/// isolate (the compiler's first use there, the script's registration and
+/// its compilation cache entry) took ~0.1 ms of a run thread's CPU per
+/// isolate in a stream of trivial runs (perf), on every isolate the
+/// reserve makes; its arguments are JSON, parsed as such.
+fn seal(runtime: &mut JsRuntime, config: &RuntimeConfig) -> Result<v8::Global<v8::Value>, String> {
+  deno_core::scope!(scope, runtime);
+  v8::tc_scope!(let scope, scope);
+  let failed = |scope: &mut v8::PinnedRef<'_, v8::TryCatch<'_, '_, v8::HandleScope<'_>>>| match scope.exception() {
+    Some(exception) => exception.to_rust_string_lossy(scope),
+    None => "the bootstrap has no seal".to_owned(),
+  };
+  let global = scope.get_current_context().global(scope);
+  let registry_key = v8::String::new_from_one_byte(scope, b"__dsh", v8::NewStringType::Internalized);
+  let registry = registry_key
+    .and_then(|key| global.get(scope, key.into()))
+    .and_then(|value| v8::Local::<v8::Object>::try_from(value).ok());
+  let Some(registry) = registry else { return Err(failed(scope)) };
+  let seal_key = v8::String::new_from_one_byte(scope, b"seal", v8::NewStringType::Internalized);
+  let seal = seal_key
+    .and_then(|key| registry.get(scope, key.into()))
+    .and_then(|value| v8::Local::<v8::Function>::try_from(value).ok());
+  let Some(seal) = seal else { return Err(failed(scope)) };
+  let mut arguments = Vec::with_capacity(2);
+  for text in seal_arguments(config) {
+    let Some(text) = v8::String::new(scope, &text) else { return Err(failed(scope)) };
+    let Some(value) = v8::json::parse(scope, text) else { return Err(failed(scope)) };
+    arguments.push(value);
+  }
+  match seal.call(scope, registry.into(), &arguments) {
+    Some(sealed) => Ok(v8::Global::new(scope, sealed)),
+    None => Err(failed(scope)),
+  }
 }
 
 /// `process.arch`: Node's name for the architecture this host runs on.
@@ -147,9 +183,7 @@ impl PreparedIsolate {
     // any run. They are made under at least SANDBOX_HEAP_FLOOR, and given
     // room past it, until `cap_heap_for_the_program`.
     runtime.add_near_heap_limit_callback(|current, _initial| heap_limit_with_room(current));
-    let sealed = runtime
-      .execute_script("ext:dsh_sandbox/seal.js", seal_script(config))
-      .map_err(|error| format!("sealing an isolate failed: {error}"))?;
+    let sealed = seal(&mut runtime, config).map_err(|error| format!("sealing an isolate failed: {error}"))?;
     let (install, watch, release_timers) = {
       deno_core::scope!(scope, runtime);
       let local = v8::Local::new(scope, sealed);
