@@ -1,17 +1,13 @@
-//! A block of memory mapped on its own, at a huge page's boundary and
-//! advised to use transparent huge pages (`MADV_HUGEPAGE`): where a long
-//! text is written once on its way across the channel ([`crate::text`]).
+//! A block of memory mapped on its own, at a huge page's boundary: where a
+//! long text is written once on its way across the channel
+//! ([`crate::text`]).
 //!
 //! Why: each long text crosses into fresh memory (a tool's reply read out
 //! of Node's string on the harness's main thread; the host's copy of it),
 //! since each is kept (in the run's history, in the program) while the
 //! next arrives. The system allocator maps such a block page by page, and
-//! on the VMs this runs on, writing 4 MB into fresh 4 KiB pages costs about
-//! six times the copy itself (a fault per page); fresh huge pages cost
-//! about one and a half copies (`bench/`'s string-result rows). Where
-//! transparent huge pages are off (`/sys/kernel/mm/transparent_hugepage/
-//! enabled` is `never`) the advice is ignored and the block is in small
-//! pages, as the system allocator would have mapped it.
+//! would keep or return it by its own rules; a block of its own goes back
+//! to the OS when dropped, and can be kept for reuse where that pays.
 //!
 //! Only huge pages the block covers whole are used: the mapping is the
 //! block's length rounded up to a small page, so it holds no more memory
@@ -33,6 +29,19 @@
 //! page splits it): such a block holds what was written rounded up to a
 //! huge page. Blocks a tool may keep (a call's long argument) are not
 //! reusable: they go back to the OS as soon as Node collects them.
+//!
+//! A reusable block is advised to use transparent huge pages
+//! (`MADV_HUGEPAGE`): faulted in once, in a few faults, then written into
+//! again and again. A block used once is not. On the VMs this runs on, the
+//! guest hands free memory back to its host in large runs (free page
+//! reporting, `page_reporting_order=11` on the kernel's command line), a
+//! fresh huge page is cut from such a run, and the kernel's zeroing of it
+//! ran at ~0.4 GB/s, a third of the harness's reader's time for a call
+//! with a 4 MB argument (perf), where small pages come from memory freed
+//! a moment before: 10 calls with a 4 MB argument 96 -> 50 ms, alternating
+//! in one process, other payload rows alike. Where transparent huge pages
+//! are off (`/sys/kernel/mm/transparent_hugepage/enabled` is `never`) the
+//! advice is ignored and the block is in small pages.
 
 use std::ptr::NonNull;
 use std::sync::Mutex;
@@ -130,6 +139,12 @@ impl LargeBlock {
   /// refuses the mapping: zeroed, or a kept one, which holds what was last
   /// written into it (see the module doc). Unmapped when dropped.
   pub fn new(len: usize) -> Option<LargeBlock> {
+    LargeBlock::mapped(len, false)
+  }
+
+  /// [`LargeBlock::new`], advised to use huge pages when `huge` (a fresh
+  /// mapping; a kept one is as it was made).
+  fn mapped(len: usize, huge: bool) -> Option<LargeBlock> {
     let len = len.max(1).checked_next_multiple_of(PAGE)?;
     if let Some((start, len)) = reuse(len) {
       return Some(LargeBlock { start, len, reusable: false });
@@ -150,15 +165,17 @@ impl LargeBlock {
       }
       // Advice only: refused where transparent huge pages are unsupported,
       // and then the block is in small pages.
-      libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+      if huge {
+        libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+      }
     }
     Some(LargeBlock { start: NonNull::new(start as *mut u8)?, len, reusable: false })
   }
 
-  /// [`LargeBlock::new`], kept for reuse when dropped where this process
-  /// keeps freed blocks (see the module doc).
+  /// [`LargeBlock::new`], in huge pages, kept for reuse when dropped where
+  /// this process keeps freed blocks (see the module doc).
   pub fn reusable(len: usize) -> Option<LargeBlock> {
-    let mut block = LargeBlock::new(len)?;
+    let mut block = LargeBlock::mapped(len, true)?;
     block.reusable = true;
     Some(block)
   }
@@ -242,6 +259,39 @@ mod tests {
       assert!(block.bytes().iter().all(|byte| *byte == 0));
       block.bytes_mut().fill(7);
       assert!(block.bytes().iter().all(|byte| *byte == 7));
+    }
+  }
+
+  /// The `VmFlags` of the mapping that holds `address` (/proc/self/smaps).
+  fn vm_flags(address: usize) -> String {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut inside = false;
+    for line in smaps.lines() {
+      if let Some((range, _)) = line.split_once(' ') {
+        if let Some((start, end)) = range.split_once('-') {
+          if let (Ok(start), Ok(end)) = (usize::from_str_radix(start, 16), usize::from_str_radix(end, 16)) {
+            inside = (start..end).contains(&address);
+            continue;
+          }
+        }
+      }
+      if inside {
+        if let Some(flags) = line.strip_prefix("VmFlags:") {
+          return flags.to_owned();
+        }
+      }
+    }
+    panic!("no mapping holds {address:#x}");
+  }
+
+  #[test]
+  fn only_a_reusable_block_asks_for_huge_pages() {
+    let once = LargeBlock::new(3 * HUGE_PAGE).unwrap();
+    let reused = LargeBlock::reusable(3 * HUGE_PAGE).unwrap();
+    assert!(!vm_flags(once.bytes().as_ptr() as usize).split_whitespace().any(|flag| flag == "hg"));
+    // Where the kernel has transparent huge pages at all, the advice holds.
+    if std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
+      assert!(vm_flags(reused.bytes().as_ptr() as usize).split_whitespace().any(|flag| flag == "hg"));
     }
   }
 
