@@ -32,7 +32,7 @@ afterAll(async () => {
  * run threads exist: a host without prepared isolates keeps none idle),
  * handed to `inspect` before the programs are let go.
  */
-async function whileBusy(inspect: (pids: number[]) => void): Promise<void> {
+async function whileBusy(inspect: (pids: number[]) => void | Promise<void>): Promise<void> {
   // One run parked on a tool per host, so that both hosts have started
   // run threads: the filter must cover threads made after it, too.
   let called = 0
@@ -54,7 +54,7 @@ async function whileBusy(inspect: (pids: number[]) => void): Promise<void> {
   const pids = m.runtime.stats().hostPids
   try {
     expect(pids.map((pid) => readdirSync(`/proc/${pid}/task`).length > 1)).toEqual(pids.map(() => true))
-    inspect(pids)
+    await inspect(pids)
   } finally {
     release()
   }
@@ -121,9 +121,21 @@ describe('a locked-down host, seen from outside', () => {
       // Fields after the name: state is the 3rd of stat(5), nice the 19th.
       return [{ task, name, nice: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]) }]
     }
-    await whileBusy((pids) => {
+    const threadsOf = (pid: number) => readdirSync(`/proc/${pid}/task`).flatMap((task) => nice(pid, task))
+    await whileBusy(async (pids) => {
       for (const pid of pids) {
-        const threads = readdirSync(`/proc/${pid}/task`).flatMap((task) => nice(pid, task))
+        // A thread the scheduler is starting (a run thread, or one for the
+        // reserve) shows the scheduler's name and priority until it first
+        // runs, names itself and lowers itself (crates/named-thread,
+        // program_priority.rs), which on a loaded machine may be a while:
+        // look at a listing in which no thread is that far into its start.
+        let threads = threadsOf(pid)
+        await until(() => {
+          threads = threadsOf(pid)
+          const starting = threads.filter(({ name }) => name === 'dsh-v8-schedule').length > 1
+          const unlowered = threads.some(({ name, nice }) => name.startsWith('dsh-v8-run-') && nice === harness)
+          return !starting && !unlowered
+        })
         const runs = threads.filter(({ name }) => name.startsWith('dsh-v8-run-'))
         expect(runs.length).toBeGreaterThan(0)
         for (const run of runs) expect(run.nice).toBeGreaterThan(harness)
