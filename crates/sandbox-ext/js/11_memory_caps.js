@@ -158,7 +158,7 @@
 
   provide("memoryCaps", {
     __proto__: null,
-    // structuredClone (08_structured_clone.js) clones resizable buffers,
+    // structuredClone (lazy/structured_clone.js) clones resizable buffers,
     // which V8 commits outside the allocator.
     checkedBuffers,
     // Called by seal(): SharedArrayBuffer is not in the snapshot.

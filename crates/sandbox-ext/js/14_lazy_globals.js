@@ -1,7 +1,8 @@
 // Copyright the dsh-code-runtime-v8 authors. MIT license.
 // The globals whose code is kept out of the snapshot: Buffer, crypto,
-// the events and AbortSignal family, navigator and performance. Their
-// modules (js/lazy/*.js, embedded in the isolate host: crates/sandbox-ext/src/lib.rs,
+// the events and AbortSignal family, navigator, performance, DOMException,
+// TextEncoder and TextDecoder, atob and btoa, URL and URLSearchParams, and
+// structuredClone. Their modules (js/lazy/*.js, embedded in the isolate host: crates/sandbox-ext/src/lib.rs,
 // LAZY_SOURCES) are compiled in an isolate the first time its program
 // touches one of their globals: each is an accessor on the global (made
 // here, so it is in the snapshot) that replaces itself by the value. In
@@ -12,8 +13,9 @@
 // A lazy module is the body of a function of `dsh` (the registry of
 // __dsh's entries, which seal() removes from the global but not from here)
 // and `host` (the host's facts seal() was given) that returns its globals,
-// `{ __proto__: null, Name: value, ... }`. Like a numbered file, it
-// destructures the entries it takes at its top. It runs after the program
+// `{ __proto__: null, Name: value, ... }`, and may add what other modules
+// take from it (`load(module)` gives a module's object, loading it once).
+// Like a numbered file, it destructures the entries it takes at its top. It runs after the program
 // has started, so the program may have tampered with any global and any
 // built-in prototype: a module's top level, like every method of the
 // sandbox's, reaches built-ins only through `dsh.primordials`, and
@@ -21,7 +23,7 @@
 //
 // Takes: primordials, native (ops, protocol), api (defineGlobal),
 // memoryCaps (sharedArrayBuffer). Provides lazyGlobals: { lazySource,
-// packageIntrinsics, followNodeLine(host) }.
+// packageIntrinsics, load(module), followNodeLine(host) }.
 "use strict";
 
 ((globalThis) => {
@@ -45,6 +47,10 @@
     events: [["Event", false], ["CustomEvent", false], ["EventTarget", false], ["AbortSignal", false], ["AbortController", false]],
     navigator: [["navigator", true], ["Navigator", false]],
     performance: [["performance", true], ["Performance", false], ["PerformanceEntry", false], ["PerformanceMark", false], ["PerformanceMeasure", false]],
+    domException: [["DOMException", false]],
+    encoding: [["TextEncoder", false], ["TextDecoder", false], ["btoa", true], ["atob", true]],
+    url: [["URL", false], ["URLSearchParams", false]],
+    structuredClone: [["structuredClone", true]],
   };
 
   // Each source's number for op_dsh_lazy_source, copied out of the
@@ -114,7 +120,7 @@
   let host;
 
   const loaded = { __proto__: null };
-  /** Module `name`'s globals, evaluating it on first use. */
+  /** Module `name`'s object (its globals and what it gives other modules), evaluating it on first use. */
   function load(name) {
     let globals = loaded[name];
     if (globals === undefined) {
@@ -138,7 +144,7 @@
       };
       const make = () => {
         const globals = load(module);
-        if (!ObjectHasOwn(globals, name)) throw new p.Error(`js/lazy/${module}.js does not make ${name}`);
+        if (!ObjectHasOwn(globals, name)) throw new p.Error(`lazy module ${module} does not make ${name}`);
         return globals[name];
       };
       ObjectDefineProperty(globalThis, name, { __proto__: null, get: () => settle(make()), set: settle, configurable: true, enumerable });
@@ -149,6 +155,7 @@
     __proto__: null,
     lazySource,
     packageIntrinsics,
+    load,
     followNodeLine(facts) {
       host = facts;
     },

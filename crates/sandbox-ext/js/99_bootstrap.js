@@ -23,10 +23,6 @@
     inspect,
     console: { makeConsole },
     timers,
-    domException,
-    encoding,
-    url,
-    structuredClone,
     process,
     memoryCaps: { capSharedArrayBuffer },
     lazyGlobals,
@@ -391,7 +387,7 @@
     // Enumerable, as Node's is.
     defineGlobal("global", globalThis, true);
     // In load order: Object.keys(globalThis) lists them as Node's does.
-    const providers = [timers, domException, encoding, url, structuredClone, process];
+    const providers = [timers, process];
     for (let i = 0; i < providers.length; i++) {
       const globals = providers[i].globals;
       for (let j = 0; j < globals.length; j++) defineGlobal(globals[j][0], globals[j][1], globals[j][2] === true);

@@ -1,4 +1,4 @@
-//! WHATWG URLs for the program's `URL` (js/07_url.js): the `url` crate's
+//! WHATWG URLs for the program's `URL` (js/lazy/url.js): the `url` crate's
 //! parser and its quirks module (the WHATWG getters and setters), returned
 //! as the components the JS side reads by index.
 

@@ -4,17 +4,18 @@
 // 15_random.js) and subtle.digest (RustCrypto's SHA-1/2 through
 // op_dsh_digest). A lazy module (14_lazy_globals.js).
 //
-// Takes: primordials, native, api, domException, nodeErrors
-// (checkConstructorKey). Makes crypto, Crypto, SubtleCrypto.
+// Takes: primordials, native, api, lazyGlobals (the domException module),
+// nodeErrors (checkConstructorKey). Makes crypto, Crypto, SubtleCrypto.
 "use strict";
 
 const {
   primordials: p,
   native: { ops, core, protocol },
   api: { internalKey: INTERNAL, setToStringTag },
-  domException: { domException },
+  lazyGlobals: { load },
   nodeErrors: { checkConstructorKey },
 } = dsh;
+const { domException } = load("domException");
 const { TypeError, Uint8Array, NumberPrototypeToString, StringPrototypePadStart } = p;
 
 const INTEGER_ARRAYS = ["Int8Array", "Uint8Array", "Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array", "Uint32Array", "BigInt64Array", "BigUint64Array"];

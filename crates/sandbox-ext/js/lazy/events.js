@@ -7,8 +7,9 @@
 // uncaught exception). Console rendering is Node's for each. A lazy
 // module (14_lazy_globals.js).
 //
-// Takes: primordials, native (ops), api, inspect, domException (DOMException),
-// timers (setTimer), nodeErrors, run (reportFailure), and `host`. Makes
+// Takes: primordials, native (ops), api, inspect, lazyGlobals (the
+// domException module), timers (setTimer), nodeErrors, run (reportFailure),
+// and `host`. Makes
 // Event, CustomEvent, EventTarget, AbortSignal, AbortController.
 "use strict";
 
@@ -17,11 +18,13 @@ const {
   native: { ops },
   api: { internalKey: INTERNAL, setToStringTag },
   inspect: { inspect },
-  domException: { DOMException },
+  lazyGlobals: { load },
   timers: { setTimer },
   nodeErrors: errors,
   run: { reportFailure },
 } = dsh;
+// The module's own class, not the global a program can replace.
+const { DOMException } = load("domException");
 const { ObjectDefineProperty, ReflectApply, String } = p;
 const { checkConstructorKey } = errors;
 const customInspect = p.SymbolFor("nodejs.util.inspect.custom");

@@ -6,8 +6,8 @@
 // figures describe a process the program does not have, so they are absent.
 // A lazy module (14_lazy_globals.js).
 //
-// Takes: primordials, native (ops), api, inspect, domException,
-// structuredClone, nodeErrors. Makes performance, Performance,
+// Takes: primordials, native (ops), api, inspect, lazyGlobals (the
+// domException and structuredClone modules), nodeErrors. Makes performance, Performance,
 // PerformanceEntry, PerformanceMark, PerformanceMeasure.
 "use strict";
 
@@ -16,10 +16,12 @@ const {
   native: { ops },
   api: { internalKey: INTERNAL, setToStringTag },
   inspect: { inspect },
-  domException: { domException },
-  structuredClone: { structuredClone },
+  lazyGlobals: { load },
   nodeErrors: errors,
 } = dsh;
+const { domException } = load("domException");
+// The module's own function, not the global a program can replace.
+const { structuredClone } = load("structuredClone");
 const { checkConstructorKey } = errors;
 const customInspect = p.SymbolFor("nodejs.util.inspect.custom");
 

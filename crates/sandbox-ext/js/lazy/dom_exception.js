@@ -1,0 +1,94 @@
+// Copyright the dsh-code-runtime-v8 authors. MIT license.
+// DOMException (WebIDL), shaped as Node's: an Error whose name, message and
+// code are accessors, with the legacy code constants; the sandbox's web
+// APIs (atob, btoa, structuredClone, crypto) throw it, as Node's do. A lazy
+// module (14_lazy_globals.js).
+//
+// Takes: primordials, api (setToStringTag). Makes DOMException; gives the
+// other modules domException(message, name, caller).
+"use strict";
+
+const {
+  primordials: p,
+  api: { setToStringTag },
+} = dsh;
+const { ObjectDefineProperty, String } = p;
+
+// [legacy constant name, error name] by code (WebIDL's table).
+const LEGACY = [
+  ["INDEX_SIZE_ERR", "IndexSizeError"],
+  ["DOMSTRING_SIZE_ERR", "DOMStringSizeError"],
+  ["HIERARCHY_REQUEST_ERR", "HierarchyRequestError"],
+  ["WRONG_DOCUMENT_ERR", "WrongDocumentError"],
+  ["INVALID_CHARACTER_ERR", "InvalidCharacterError"],
+  ["NO_DATA_ALLOWED_ERR", "NoDataAllowedError"],
+  ["NO_MODIFICATION_ALLOWED_ERR", "NoModificationAllowedError"],
+  ["NOT_FOUND_ERR", "NotFoundError"],
+  ["NOT_SUPPORTED_ERR", "NotSupportedError"],
+  ["INUSE_ATTRIBUTE_ERR", "InUseAttributeError"],
+  ["INVALID_STATE_ERR", "InvalidStateError"],
+  ["SYNTAX_ERR", "SyntaxError"],
+  ["INVALID_MODIFICATION_ERR", "InvalidModificationError"],
+  ["NAMESPACE_ERR", "NamespaceError"],
+  ["INVALID_ACCESS_ERR", "InvalidAccessError"],
+  ["VALIDATION_ERR", "ValidationError"],
+  ["TYPE_MISMATCH_ERR", "TypeMismatchError"],
+  ["SECURITY_ERR", "SecurityError"],
+  ["NETWORK_ERR", "NetworkError"],
+  ["ABORT_ERR", "AbortError"],
+  ["URL_MISMATCH_ERR", "URLMismatchError"],
+  ["QUOTA_EXCEEDED_ERR", "QuotaExceededError"],
+  ["TIMEOUT_ERR", "TimeoutError"],
+  ["INVALID_NODE_TYPE_ERR", "InvalidNodeTypeError"],
+  ["DATA_CLONE_ERR", "DataCloneError"],
+];
+const CODES = { __proto__: null };
+// Codes 2, 6, 10 and 16 name errors that are no longer created by name.
+for (let i = 0; i < LEGACY.length; i++) {
+  if (i !== 1 && i !== 5 && i !== 9 && i !== 15) CODES[LEGACY[i][1]] = i + 1;
+}
+
+class DOMException extends p.Error {
+  #name;
+  #message;
+  constructor(message = "", options = "Error") {
+    super();
+    this.#message = String(message);
+    if (options !== null && typeof options === "object") {
+      this.#name = "name" in options ? String(options.name) : "Error";
+      if ("cause" in options) {
+        ObjectDefineProperty(this, "cause", { __proto__: null, value: options.cause, writable: true, enumerable: false, configurable: true });
+      }
+    } else {
+      this.#name = String(options);
+    }
+  }
+  get name() {
+    return this.#name;
+  }
+  get message() {
+    return this.#message;
+  }
+  get code() {
+    return CODES[this.#name] ?? 0;
+  }
+}
+setToStringTag(DOMException);
+for (let i = 0; i < LEGACY.length; i++) {
+  const constant = { __proto__: null, value: i + 1, enumerable: true };
+  ObjectDefineProperty(DOMException, LEGACY[i][0], constant);
+  ObjectDefineProperty(DOMException.prototype, LEGACY[i][0], constant);
+}
+
+return {
+  __proto__: null,
+  // The global, and for the sandbox's own APIs (the global can be replaced
+  // by a program) the class itself.
+  DOMException,
+  /** A DOMException, its stack captured without the sandbox's own frame. */
+  domException(message, name, caller) {
+    const error = new DOMException(message, name);
+    p.ErrorCaptureStackTrace(error, caller);
+    return error;
+  },
+};

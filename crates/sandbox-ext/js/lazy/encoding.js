@@ -1,0 +1,252 @@
+// Copyright the dsh-code-runtime-v8 authors. MIT license.
+// TextEncoder, TextDecoder (utf-8, utf-16le, latin1), atob and btoa,
+// behaving as Node's do. A lazy module (14_lazy_globals.js).
+//
+// Takes: primordials, lazyGlobals (the domException module). Makes
+// TextEncoder, TextDecoder, atob, btoa; gives the other modules utf8Encode.
+"use strict";
+
+const {
+  primordials: p,
+  lazyGlobals: { load },
+} = dsh;
+const { domException } = load("domException");
+const { Uint8Array, String, StringFromCharCode, StringPrototypeCharCodeAt, StringPrototypeToLowerCase, StringPrototypeTrim, TypeError, RangeError } = p;
+
+/**
+ * UTF-8 of `str` (a lone surrogate becomes U+FFFD), stopping before the
+ * first code point that would not fit in `limit` bytes. Serves both
+ * encode() (no limit) and encodeInto() (the destination's length).
+ * @returns [bytes, UTF-16 units read]
+ */
+function utf8EncodePrefix(str, limit) {
+  const bytes = new Uint8Array(p.MathMin(str.length * 3, limit));
+  let n = 0;
+  let i = 0;
+  for (; i < str.length; i++) {
+    let c = StringPrototypeCharCodeAt(str, i);
+    let units = 1;
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < str.length) {
+      const d = StringPrototypeCharCodeAt(str, i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
+        units = 2;
+      }
+    }
+    if (c >= 0xd800 && c <= 0xdfff) c = 0xfffd;
+    const size = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+    if (n + size > limit) break;
+    if (size === 1) {
+      bytes[n++] = c;
+    } else if (size === 2) {
+      bytes[n++] = 0xc0 | (c >> 6);
+      bytes[n++] = 0x80 | (c & 63);
+    } else if (size === 3) {
+      bytes[n++] = 0xe0 | (c >> 12);
+      bytes[n++] = 0x80 | ((c >> 6) & 63);
+      bytes[n++] = 0x80 | (c & 63);
+    } else {
+      bytes[n++] = 0xf0 | (c >> 18);
+      bytes[n++] = 0x80 | ((c >> 12) & 63);
+      bytes[n++] = 0x80 | ((c >> 6) & 63);
+      bytes[n++] = 0x80 | (c & 63);
+    }
+    i += units - 1;
+  }
+  // A copy through the captured constructor, not the prototype's slice().
+  return [new Uint8Array(p.TypedArrayPrototypeSubarray(bytes, 0, n)), i];
+}
+
+function utf8Encode(input) {
+  return utf8EncodePrefix(String(input), Infinity)[0];
+}
+
+class TextEncoder {
+  get encoding() {
+    return "utf-8";
+  }
+  encode(input = "") {
+    return utf8Encode(input);
+  }
+  encodeInto(source, destination) {
+    // Only whole code points are written.
+    const [bytes, read] = utf8EncodePrefix(String(source), destination.length);
+    p.TypedArrayPrototypeSet(destination, bytes, 0);
+    return { read, written: bytes.length };
+  }
+}
+
+const LABELS = { __proto__: null, "utf-8": "utf-8", utf8: "utf-8", "unicode-1-1-utf-8": "utf-8", "utf-16le": "utf-16le", "utf-16": "utf-16le", latin1: "windows-1252", "iso-8859-1": "windows-1252", ascii: "windows-1252", "windows-1252": "windows-1252" };
+
+function bytesOf(input) {
+  if (input === undefined) return new Uint8Array(0);
+  if (p.ArrayBufferIsView(input)) return new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
+  try {
+    return new Uint8Array(input);
+  } catch {
+    throw new TypeError('The "input" argument must be an instance of ArrayBuffer or ArrayBufferView');
+  }
+}
+
+class TextDecoder {
+  #encoding;
+  #fatal;
+  #ignoreBOM;
+  #pending = [];
+  constructor(label = "utf-8", options = {}) {
+    const encoding = LABELS[StringPrototypeToLowerCase(StringPrototypeTrim(String(label)))];
+    if (encoding === undefined) throw new RangeError(`The "${label}" encoding is not supported`);
+    this.#encoding = encoding;
+    this.#fatal = !!(options && options.fatal);
+    this.#ignoreBOM = !!(options && options.ignoreBOM);
+  }
+  get encoding() {
+    return this.#encoding;
+  }
+  get fatal() {
+    return this.#fatal;
+  }
+  get ignoreBOM() {
+    return this.#ignoreBOM;
+  }
+  decode(input, options = {}) {
+    let bytes = bytesOf(input);
+    if (this.#pending.length) {
+      const joined = new Uint8Array(this.#pending.length + bytes.length);
+      for (let i = 0; i < this.#pending.length; i++) joined[i] = this.#pending[i];
+      p.TypedArrayPrototypeSet(joined, bytes, this.#pending.length);
+      bytes = joined;
+      this.#pending = [];
+    }
+    const stream = !!(options && options.stream);
+    if (this.#encoding === "windows-1252") {
+      let out = "";
+      for (let i = 0; i < bytes.length; i++) out += StringFromCharCode(bytes[i]);
+      return out;
+    }
+    if (this.#encoding === "utf-16le") {
+      let out = "";
+      const even = bytes.length - (bytes.length % 2);
+      for (let i = 0; i < even; i += 2) out += StringFromCharCode(bytes[i] | (bytes[i + 1] << 8));
+      if (even < bytes.length) {
+        if (stream) this.#pending = [bytes[even]];
+        else out += "\ufffd";
+      }
+      return !this.#ignoreBOM && StringPrototypeCharCodeAt(out, 0) === 0xfeff ? p.StringPrototypeSlice(out, 1) : out;
+    }
+    let out = "";
+    let i = 0;
+    if (!this.#ignoreBOM && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) i = 3;
+    const fail = () => {
+      if (this.#fatal) throw new TypeError("The encoded data was not valid for encoding utf-8");
+      out += "\ufffd";
+    };
+    while (i < bytes.length) {
+      const b = bytes[i];
+      let need = 0;
+      let cp = 0;
+      let lower = 0x80;
+      let upper = 0xbf;
+      if (b < 0x80) {
+        out += StringFromCharCode(b);
+        i++;
+        continue;
+      } else if (b >= 0xc2 && b <= 0xdf) {
+        need = 1;
+        cp = b & 0x1f;
+      } else if (b >= 0xe0 && b <= 0xef) {
+        need = 2;
+        cp = b & 0xf;
+        if (b === 0xe0) lower = 0xa0;
+        if (b === 0xed) upper = 0x9f;
+      } else if (b >= 0xf0 && b <= 0xf4) {
+        need = 3;
+        cp = b & 0x7;
+        if (b === 0xf0) lower = 0x90;
+        if (b === 0xf4) upper = 0x8f;
+      } else {
+        fail();
+        i++;
+        continue;
+      }
+      let j = 1;
+      for (; j <= need; j++) {
+        if (i + j >= bytes.length) break;
+        const c = bytes[i + j];
+        if (c < (j === 1 ? lower : 0x80) || c > (j === 1 ? upper : 0xbf)) break;
+        cp = (cp << 6) | (c & 0x3f);
+      }
+      if (j <= need) {
+        if (i + j >= bytes.length && stream) {
+          const rest = [];
+          for (let k = i; k < bytes.length; k++) rest[rest.length] = bytes[k];
+          this.#pending = rest;
+          return out;
+        }
+        fail();
+        i += j;
+        continue;
+      }
+      out += p.StringFromCodePoint(cp);
+      i += need + 1;
+    }
+    return out;
+  }
+}
+
+const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const invalidCharacter = (message, caller) => domException(message, "InvalidCharacterError", caller);
+
+function btoa(data) {
+  if (arguments.length === 0) throw new TypeError('The "data" argument must be specified');
+  const str = String(data);
+  let out = "";
+  for (let i = 0; i < str.length; i += 3) {
+    const a = StringPrototypeCharCodeAt(str, i);
+    const b = i + 1 < str.length ? StringPrototypeCharCodeAt(str, i + 1) : 0;
+    const c = i + 2 < str.length ? StringPrototypeCharCodeAt(str, i + 2) : 0;
+    if (a > 255 || b > 255 || c > 255) throw invalidCharacter("Invalid character", btoa);
+    const n = (a << 16) | (b << 8) | c;
+    out += B64[(n >> 18) & 63] + B64[(n >> 12) & 63] + (i + 1 < str.length ? B64[(n >> 6) & 63] : "=") + (i + 2 < str.length ? B64[n & 63] : "=");
+  }
+  return out;
+}
+
+function atob(data) {
+  if (arguments.length === 0) throw new TypeError('The "data" argument must be specified');
+  let str = "";
+  const input = String(data);
+  for (let i = 0; i < input.length; i++) {
+    const c = input[i];
+    if (c !== " " && c !== "\t" && c !== "\n" && c !== "\f" && c !== "\r") str += c;
+  }
+  if (str.length % 4 === 0) {
+    if (p.StringPrototypeEndsWith(str, "==")) str = p.StringPrototypeSlice(str, 0, -2);
+    else if (p.StringPrototypeEndsWith(str, "=")) str = p.StringPrototypeSlice(str, 0, -1);
+  }
+  if (str.length % 4 === 1) throw invalidCharacter("The string to be decoded is not correctly encoded.", atob);
+  let out = "";
+  let buffer = 0;
+  let bits = 0;
+  for (let i = 0; i < str.length; i++) {
+    const v = p.StringPrototypeIndexOf(B64, str[i]);
+    if (v === -1) throw invalidCharacter("Invalid character", atob);
+    buffer = (buffer << 6) | v;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += StringFromCharCode((buffer >> bits) & 0xff);
+    }
+  }
+  return out;
+}
+
+return {
+  __proto__: null,
+  TextEncoder,
+  TextDecoder,
+  btoa,
+  atob,
+  // For the sandbox's own APIs.
+  utf8Encode,
+};

@@ -1,0 +1,325 @@
+// Copyright the dsh-code-runtime-v8 authors. MIT license.
+// URL and URLSearchParams. Parsing and the component setters are the WHATWG
+// algorithms of the `url` crate (op_dsh_url_parse / op_dsh_url_set); the
+// form-urlencoded list and the inspect rendering follow Node's. A lazy
+// module (14_lazy_globals.js).
+//
+// Takes: primordials, native (ops, protocol), lazyGlobals (the encoding
+// module). Makes URL, URLSearchParams.
+"use strict";
+
+const {
+  primordials: p,
+  native: { ops, protocol },
+  lazyGlobals: { load },
+} = dsh;
+// The module's own TextDecoder, not the global a program can replace.
+const { utf8Encode, TextDecoder } = load("encoding");
+const { String, TypeError, ArrayPrototypePush, ArrayPrototypeJoin, StringPrototypeCharCodeAt, NumberPrototypeToString, StringPrototypeToUpperCase } = p;
+const inspectCustom = p.SymbolFor("nodejs.util.inspect.custom");
+
+const HEX_PAIR = new p.RegExp("^[0-9a-fA-F]{2}$");
+// Indices of the components the ops return, and the ops' setter numbers
+// (crates/sandbox-ext/src/lib.rs defines both).
+const { href: HREF, origin: ORIGIN, protocol: PROTOCOL, username: USERNAME, password: PASSWORD, host: HOST, hostname: HOSTNAME, port: PORT, pathname: PATHNAME, search: SEARCH, hash: HASH } =
+  protocol.urlParts;
+const {
+  protocol: SET_PROTOCOL,
+  username: SET_USERNAME,
+  password: SET_PASSWORD,
+  host: SET_HOST,
+  hostname: SET_HOSTNAME,
+  port: SET_PORT,
+  pathname: SET_PATHNAME,
+  search: SET_SEARCH,
+  hash: SET_HASH,
+} = protocol.urlSetters;
+
+// Cross-class access to private state, handed out by static blocks.
+let attachParams;
+let refreshParams;
+let setUrlSearch;
+
+function percentDecode(text) {
+  const bytes = [];
+  for (let i = 0; i < text.length; i++) {
+    const c = StringPrototypeCharCodeAt(text, i);
+    if (c === 0x25 && i + 2 < text.length) {
+      const hex = p.StringPrototypeSlice(text, i + 1, i + 3);
+      const value = p.Number("0x" + hex);
+      if (hex.length === 2 && p.RegExpTest(HEX_PAIR, hex)) {
+        ArrayPrototypePush(bytes, value);
+        i += 2;
+        continue;
+      }
+    }
+    // Encode a surrogate pair together, so it is one code point.
+    const pair = c >= 0xd800 && c <= 0xdbff && i + 1 < text.length;
+    const encoded = utf8Encode(p.StringPrototypeSlice(text, i, pair ? i + 2 : i + 1));
+    if (pair) i++;
+    for (let k = 0; k < encoded.length; k++) ArrayPrototypePush(bytes, encoded[k]);
+  }
+  return new TextDecoder().decode(new p.Uint8Array(bytes));
+}
+
+function formEncode(text) {
+  const bytes = utf8Encode(p.StringPrototypeToWellFormed(String(text)));
+  let out = "";
+  for (let i = 0; i < bytes.length; i++) {
+    const b = bytes[i];
+    if ((b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5a) || (b >= 0x61 && b <= 0x7a) || b === 0x2a || b === 0x2d || b === 0x2e || b === 0x5f) {
+      out += p.StringFromCharCode(b);
+    } else if (b === 0x20) {
+      out += "+";
+    } else {
+      out += "%" + StringPrototypeToUpperCase(p.StringPrototypePadStart(NumberPrototypeToString(b, 16), 2, "0"));
+    }
+  }
+  return out;
+}
+
+function parseForm(input) {
+  const list = [];
+  const pieces = p.StringSplitLiteral(input, "&");
+  for (let i = 0; i < pieces.length; i++) {
+    const piece = pieces[i];
+    if (piece === "") continue;
+    const eq = p.StringPrototypeIndexOf(piece, "=");
+    const name = eq === -1 ? piece : p.StringPrototypeSlice(piece, 0, eq);
+    const value = eq === -1 ? "" : p.StringPrototypeSlice(piece, eq + 1);
+    ArrayPrototypePush(list, percentDecode(p.StringReplaceAllLiteral(name, "+", " ")), percentDecode(p.StringReplaceAllLiteral(value, "+", " ")));
+  }
+  return list;
+}
+
+class URLSearchParams {
+  #list = [];
+  #url = null;
+  constructor(init = undefined) {
+    if (init === undefined || init === null) return;
+    if (typeof init === "object" || typeof init === "function") {
+      if (typeof init[p.SymbolIterator] === "function") {
+        for (const pair of init) {
+          const entry = [...pair];
+          if (entry.length !== 2) throw new TypeError("Each query pair must be an iterable [name, value] tuple");
+          ArrayPrototypePush(this.#list, String(entry[0]), String(entry[1]));
+        }
+      } else {
+        const keys = p.ReflectOwnKeys(init);
+        for (let i = 0; i < keys.length; i++) {
+          const key = keys[i];
+          if (typeof key === "string" && p.ObjectPrototypePropertyIsEnumerable(init, key)) ArrayPrototypePush(this.#list, key, String(init[key]));
+        }
+      }
+      return;
+    }
+    let text = String(init);
+    if (text[0] === "?") text = p.StringPrototypeSlice(text, 1);
+    this.#list = parseForm(text);
+  }
+  static {
+    attachParams = (params, url, search) => {
+      params.#url = url;
+      params.#list = parseForm(p.StringPrototypeSlice(search, 1));
+    };
+    refreshParams = (params, search) => {
+      params.#list = parseForm(p.StringPrototypeSlice(search, 1));
+    };
+  }
+  #update() {
+    if (this.#url !== null) setUrlSearch(this.#url, this.toString());
+  }
+  get size() {
+    return this.#list.length / 2;
+  }
+  append(name, value) {
+    ArrayPrototypePush(this.#list, String(name), String(value));
+    this.#update();
+  }
+  delete(name, value = undefined) {
+    name = String(name);
+    const out = [];
+    for (let i = 0; i < this.#list.length; i += 2) {
+      if (this.#list[i] === name && (value === undefined || this.#list[i + 1] === String(value))) continue;
+      ArrayPrototypePush(out, this.#list[i], this.#list[i + 1]);
+    }
+    this.#list = out;
+    this.#update();
+  }
+  get(name) {
+    name = String(name);
+    for (let i = 0; i < this.#list.length; i += 2) if (this.#list[i] === name) return this.#list[i + 1];
+    return null;
+  }
+  getAll(name) {
+    name = String(name);
+    const out = [];
+    for (let i = 0; i < this.#list.length; i += 2) if (this.#list[i] === name) ArrayPrototypePush(out, this.#list[i + 1]);
+    return out;
+  }
+  has(name, value = undefined) {
+    name = String(name);
+    for (let i = 0; i < this.#list.length; i += 2) {
+      if (this.#list[i] === name && (value === undefined || this.#list[i + 1] === String(value))) return true;
+    }
+    return false;
+  }
+  set(name, value) {
+    name = String(name);
+    value = String(value);
+    const out = [];
+    let found = false;
+    for (let i = 0; i < this.#list.length; i += 2) {
+      if (this.#list[i] === name) {
+        if (found) continue;
+        found = true;
+        ArrayPrototypePush(out, name, value);
+      } else {
+        ArrayPrototypePush(out, this.#list[i], this.#list[i + 1]);
+      }
+    }
+    if (!found) ArrayPrototypePush(out, name, value);
+    this.#list = out;
+    this.#update();
+  }
+  sort() {
+    const pairs = [];
+    for (let i = 0; i < this.#list.length; i += 2) ArrayPrototypePush(pairs, [this.#list[i], this.#list[i + 1]]);
+    // Stable sort by UTF-16 code units of the name.
+    p.ArrayPrototypeSort(pairs, (a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    const out = [];
+    for (let i = 0; i < pairs.length; i++) ArrayPrototypePush(out, pairs[i][0], pairs[i][1]);
+    this.#list = out;
+    this.#update();
+  }
+  forEach(callback, thisArg = undefined) {
+    if (typeof callback !== "function") throw new TypeError('The "callback" argument must be of type function');
+    for (let i = 0; i < this.#list.length; i += 2) p.ReflectApply(callback, thisArg, [this.#list[i + 1], this.#list[i], this]);
+  }
+  *entries() {
+    for (let i = 0; i < this.#list.length; i += 2) yield [this.#list[i], this.#list[i + 1]];
+  }
+  *keys() {
+    for (let i = 0; i < this.#list.length; i += 2) yield this.#list[i];
+  }
+  *values() {
+    for (let i = 0; i < this.#list.length; i += 2) yield this.#list[i + 1];
+  }
+  [p.SymbolIterator]() {
+    return this.entries();
+  }
+  toString() {
+    const out = [];
+    for (let i = 0; i < this.#list.length; i += 2) ArrayPrototypePush(out, formEncode(this.#list[i]) + "=" + formEncode(this.#list[i + 1]));
+    return ArrayPrototypeJoin(out, "&");
+  }
+  get [p.SymbolToStringTag]() {
+    return "URLSearchParams";
+  }
+  [inspectCustom](depth, options, inspect) {
+    if (typeof depth === "number" && depth < 0) return "[Object]";
+    const inner = { __proto__: null, ...options, depth: depth - 1 };
+    const output = [];
+    for (let i = 0; i < this.#list.length; i += 2) ArrayPrototypePush(output, `${inspect(this.#list[i], inner)} => ${inspect(this.#list[i + 1], inner)}`);
+    let length = -2;
+    for (let i = 0; i < output.length; i++) length += output[i].length + 2;
+    if (length > options.breakLength) return `URLSearchParams {\n  ${ArrayPrototypeJoin(output, ",\n  ")} }`;
+    if (output.length) return `URLSearchParams { ${ArrayPrototypeJoin(output, ", ")} }`;
+    return "URLSearchParams {}";
+  }
+}
+
+class URL {
+  #parts;
+  #searchParams;
+  constructor(url, base = undefined) {
+    if (arguments.length === 0) throw new TypeError('The "url" argument must be specified');
+    const parts = ops.op_dsh_url_parse(String(url), base === undefined ? undefined : String(base));
+    if (parts === null || parts === undefined) {
+      const error = new TypeError("Invalid URL");
+      error.code = "ERR_INVALID_URL";
+      error.input = String(url);
+      if (base !== undefined) error.base = String(base);
+      throw error;
+    }
+    this.#parts = parts;
+  }
+  static canParse(url, base = undefined) {
+    const parts = ops.op_dsh_url_parse(String(url), base === undefined ? undefined : String(base));
+    return parts !== null && parts !== undefined;
+  }
+  static parse(url, base = undefined) {
+    return URL.canParse(url, base) ? new URL(url, base) : null;
+  }
+  static {
+    setUrlSearch = (url, search) => url.#set(SET_SEARCH, search);
+  }
+  #set(setter, value) {
+    const parts = ops.op_dsh_url_set(this.#parts[HREF], setter, String(value));
+    if (parts === null || parts === undefined) return;
+    this.#parts = parts;
+    if (setter !== SET_SEARCH || value === undefined) {
+      if (this.#searchParams !== undefined) refreshParams(this.#searchParams, this.#parts[SEARCH]);
+    }
+  }
+  get href() { return this.#parts[HREF]; }
+  set href(v) {
+    const parts = ops.op_dsh_url_parse(String(v), undefined);
+    if (parts === null || parts === undefined) throw new TypeError("Invalid URL");
+    this.#parts = parts;
+    if (this.#searchParams !== undefined) refreshParams(this.#searchParams, this.#parts[SEARCH]);
+  }
+  get origin() { return this.#parts[ORIGIN]; }
+  get protocol() { return this.#parts[PROTOCOL]; }
+  set protocol(v) { this.#set(SET_PROTOCOL, v); }
+  get username() { return this.#parts[USERNAME]; }
+  set username(v) { this.#set(SET_USERNAME, v); }
+  get password() { return this.#parts[PASSWORD]; }
+  set password(v) { this.#set(SET_PASSWORD, v); }
+  get host() { return this.#parts[HOST]; }
+  set host(v) { this.#set(SET_HOST, v); }
+  get hostname() { return this.#parts[HOSTNAME]; }
+  set hostname(v) { this.#set(SET_HOSTNAME, v); }
+  get port() { return this.#parts[PORT]; }
+  set port(v) { this.#set(SET_PORT, v); }
+  get pathname() { return this.#parts[PATHNAME]; }
+  set pathname(v) { this.#set(SET_PATHNAME, v); }
+  get search() { return this.#parts[SEARCH]; }
+  set search(v) {
+    this.#set(SET_SEARCH, v);
+    if (this.#searchParams !== undefined) refreshParams(this.#searchParams, this.#parts[SEARCH]);
+  }
+  get searchParams() {
+    if (this.#searchParams === undefined) {
+      this.#searchParams = new URLSearchParams();
+      attachParams(this.#searchParams, this, this.#parts[SEARCH]);
+    }
+    return this.#searchParams;
+  }
+  get hash() { return this.#parts[HASH]; }
+  set hash(v) { this.#set(SET_HASH, v); }
+  toString() { return this.#parts[HREF]; }
+  toJSON() { return this.#parts[HREF]; }
+  get [p.SymbolToStringTag]() {
+    return "URL";
+  }
+  [inspectCustom](depth, options, inspect) {
+    if (typeof depth === "number" && depth < 0) return this;
+    const obj = { __proto__: { constructor: URL } };
+    obj.href = this.href;
+    obj.origin = this.origin;
+    obj.protocol = this.protocol;
+    obj.username = this.username;
+    obj.password = this.password;
+    obj.host = this.host;
+    obj.hostname = this.hostname;
+    obj.port = this.port;
+    obj.pathname = this.pathname;
+    obj.search = this.search;
+    obj.searchParams = this.searchParams;
+    obj.hash = this.hash;
+    return `URL ${inspect(obj, options)}`;
+  }
+}
+
+return { __proto__: null, URL, URLSearchParams };
