@@ -251,6 +251,33 @@ mod tests {
   })()"#;
 
   #[test]
+  fn every_lazy_source_compiles_and_a_later_isolate_takes_it_from_the_code_cache() {
+    use dsh_sandbox_ext::lazy_sources::{compile, LAZY_SOURCES};
+    platform::ensure_initialized().expect("V8 initialises");
+    let runtime = || {
+      JsRuntime::new(RuntimeOptions {
+        startup_snapshot: Some(SNAPSHOT),
+        extensions: vec![dsh_sandbox::init()],
+        skip_op_registration: true,
+        ..Default::default()
+      })
+    };
+    // The first isolate may or may not find a cache (another test of this
+    // process may have touched a lazy global first); the second must.
+    for round in ["first", "second"] {
+      let mut runtime = runtime();
+      deno_core::scope!(scope, runtime);
+      for (index, source) in LAZY_SOURCES.iter().enumerate() {
+        let compiled = compile(scope, index).unwrap_or_else(|| panic!("{} does not compile", source.name));
+        if round == "second" {
+          assert!(compiled.from_cache, "{} was compiled again, not taken from the cache", source.name);
+        }
+      }
+      assert!(compile(scope, LAZY_SOURCES.len()).is_none(), "a number past the table names no source");
+    }
+  }
+
+  #[test]
   fn every_provider_is_frozen_and_defined_once() {
     platform::ensure_initialized().expect("V8 initialises");
     let mut runtime = JsRuntime::new(RuntimeOptions {

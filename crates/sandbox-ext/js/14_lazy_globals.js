@@ -2,9 +2,10 @@
 // The globals whose code is kept out of the snapshot: Buffer, crypto,
 // the events and AbortSignal family, navigator, performance, DOMException,
 // TextEncoder and TextDecoder, atob and btoa, URL and URLSearchParams, and
-// structuredClone. Their modules (js/lazy/*.js, embedded in the isolate host: crates/sandbox-ext/src/lib.rs,
-// LAZY_SOURCES) are compiled in an isolate the first time its program
-// touches one of their globals: each is an accessor on the global (made
+// structuredClone. Their modules (js/lazy/*.js, embedded in the isolate
+// host: crates/sandbox-ext/src/lazy_sources.rs, LAZY_SOURCES) are compiled
+// in an isolate the first time its program touches one of their globals
+// (by op_dsh_lazy_module, from a code cache after the host's first): each is an accessor on the global (made
 // here, so it is in the snapshot) that replaces itself by the value. In
 // the snapshot, their classes would be deserialized into every isolate,
 // used or not: memory every waiting run holds, and time to prepare every
@@ -22,7 +23,7 @@
 // iterates with indices, not iterators.
 //
 // Takes: primordials, native (ops, protocol), api (defineGlobal),
-// memoryCaps (sharedArrayBuffer). Provides lazyGlobals: { lazySource,
+// memoryCaps (sharedArrayBuffer). Provides lazyGlobals: { lazyModule,
 // packageIntrinsics, load(module), followNodeLine(host) }.
 "use strict";
 
@@ -35,9 +36,7 @@
     memoryCaps: { sharedArrayBuffer },
     provide,
   } = registry;
-  // Captured now: Function may be replaced by the program before a
-  // module loads.
-  const { Function, ObjectDefineProperty, ObjectHasOwn, ObjectKeys, String } = p;
+  const { ObjectDefineProperty, ObjectHasOwn, ObjectKeys, String } = p;
 
   // Module -> [global name, enumerable (as Node's own global is)].
   const GLOBALS = {
@@ -53,7 +52,7 @@
     structuredClone: [["structuredClone", true]],
   };
 
-  // Each source's number for op_dsh_lazy_source, copied out of the
+  // Each source's number for op_dsh_lazy_module, copied out of the
   // protocol's checked table (a name Rust does not embed fails the build).
   const SOURCES = { __proto__: null };
   for (const name of ["bufferPackage", ...ObjectKeys(GLOBALS)]) SOURCES[name] = protocol.lazySources[name];
@@ -62,8 +61,11 @@
   for (const name of ObjectKeys(protocol.lazySources)) {
     if (SOURCES[name] === undefined) throw new p.Error(`crates/sandbox-ext/src/lib.rs embeds lazy source ${name}, which js/14_lazy_globals.js never loads`);
   }
-  /** The text of lazy source `name` (js/lazy/<name>.js, or the vendored buffer package). */
-  const lazySource = (name) => ops.op_dsh_lazy_source(SOURCES[name]);
+  /**
+   * Lazy source `name` compiled as a function (js/lazy/<name>.js, of `dsh`
+   * and `host`; the vendored buffer package, of `intrinsics`).
+   */
+  const lazyModule = (name) => ops.op_dsh_lazy_module(SOURCES[name]);
 
   // What the vendored package reads built-ins through (scripts/vendor-buffer.mjs):
   // `$get(o, name)` is `o[name]`, and `$call(o, name, args)` `o[name](...args)`,
@@ -124,7 +126,7 @@
   function load(name) {
     let globals = loaded[name];
     if (globals === undefined) {
-      const body = new Function("dsh", "host", lazySource(name));
+      const body = lazyModule(name);
       globals = body(registry, host);
       loaded[name] = globals;
     }
@@ -153,7 +155,7 @@
 
   provide("lazyGlobals", {
     __proto__: null,
-    lazySource,
+    lazyModule,
     packageIntrinsics,
     load,
     followNodeLine(facts) {

@@ -28,7 +28,7 @@ use dsh_protocol::text::SharedBytes;
 // What the ops call, each beside its subject.
 mod digest;
 mod json_nesting;
-mod lazy_sources;
+pub mod lazy_sources;
 mod whatwg_url;
 
 use digest::{digest, DIGESTS};
@@ -170,7 +170,7 @@ struct Protocol {
   digests: std::collections::BTreeMap<&'static str, u32>,
   /// Each algorithm's digest size in bytes.
   digest_bytes: std::collections::BTreeMap<&'static str, u32>,
-  /// `op_dsh_lazy_source`'s modules, by number.
+  /// `op_dsh_lazy_module`'s sources, by number.
   lazy_sources: std::collections::BTreeMap<&'static str, u32>,
   /// The seam's exact strings the isolate produces (`dsh_protocol::contract`).
   messages: std::collections::BTreeMap<&'static str, &'static str>,
@@ -192,7 +192,7 @@ fn op_dsh_protocol() -> Protocol {
     url_setters: numbered(&URL_SETTERS),
     digests: numbered(&DIGESTS),
     digest_bytes: DIGESTS.iter().map(|name| (*name, digest(name, &[]).map_or(0, |bytes| bytes.len() as u32))).collect(),
-    lazy_sources: numbered(&LAZY_SOURCES.map(|(name, _)| name)),
+    lazy_sources: numbered(&LAZY_SOURCES.map(|source| source.name)),
     messages: dsh_protocol::contract::MESSAGES.into_iter().collect(),
     event_order: [("timerFired", dsh_protocol::readings::TIMER_FIRED)].into_iter().collect(),
   }
@@ -643,12 +643,15 @@ fn op_dsh_latin1_write(scope: &mut v8::PinScope, text: v8::Local<v8::String>, #[
   text.length().min(buffer.len()) as u32
 }
 
-/// The source of lazy module number `index` (see [`LAZY_SOURCES`]); empty
-/// for a number that names none.
+/// Lazy source number `index` compiled as a function (see [`LAZY_SOURCES`]);
+/// `undefined` for a number that names none, or when V8 did not compile it,
+/// its exception then pending for the caller.
 #[op2]
-#[string]
-fn op_dsh_lazy_source(index: u32) -> &'static str {
-  LAZY_SOURCES.get(index as usize).map_or("", |(_, source)| source)
+fn op_dsh_lazy_module<'s>(scope: &mut v8::PinScope<'s, '_>, index: u32) -> v8::Local<'s, v8::Value> {
+  match lazy_sources::compile(scope, index as usize) {
+    Some(compiled) => compiled.function.into(),
+    None => v8::undefined(scope).into(),
+  }
 }
 
 /// crypto.subtle.digest: hashes `data` with algorithm number `algorithm`
@@ -742,7 +745,7 @@ deno_core::extension!(
     op_dsh_utf8_length,
     op_dsh_utf8_write,
     op_dsh_latin1_write,
-    op_dsh_lazy_source,
+    op_dsh_lazy_module,
     op_dsh_digest,
     op_dsh_protocol,
   ],

@@ -12,7 +12,7 @@
 // ~100 functions stay out of every isolate that never touches Buffer.
 //
 // Takes: primordials, native (core, ops), inspect, nodeErrors, lazyGlobals
-// (lazySource, packageIntrinsics), and `host`. Makes Buffer.
+// (lazyModule, packageIntrinsics), and `host`. Makes Buffer.
 "use strict";
 
 const {
@@ -21,7 +21,7 @@ const {
   // Buffer.prototype.inspect is a function named inspect: Node's.
   inspect: { inspect: inspectValue, ownNonIndexKeys },
   nodeErrors: errors,
-  lazyGlobals: { lazySource, packageIntrinsics },
+  lazyGlobals: { lazyModule, packageIntrinsics },
 } = dsh;
 const { ReflectApply, StringPrototypeToLowerCase, ObjectDefineProperty, NumberIsInteger, MathMin } = p;
 // V8's own UTF-8 decoder (String::NewFromUtf8), as Node's toString uses:
@@ -29,15 +29,12 @@ const { ReflectApply, StringPrototypeToLowerCase, ObjectDefineProperty, NumberIs
 // differs. It drops a leading BOM, which Node keeps.
 const decodeUtf8 = core.decode;
 const isAnyArrayBuffer = core.isAnyArrayBuffer;
-// Captured before the seal: a program may replace the global Function
-// before its first use of Buffer.
-const { Function } = p;
 const { nodeMajor } = host;
 
 /** Evaluates the package (js/vendor/buffer_package.js) and adapts it. */
 function makeBuffer() {
   // The bundle reads built-ins through `intrinsics` (scripts/vendor-buffer.mjs).
-  const { Buffer, INSPECT_MAX_BYTES } = new Function("intrinsics", `${lazySource("bufferPackage")}\nreturn bufferPackage;`)(packageIntrinsics);
+  const { Buffer, INSPECT_MAX_BYTES } = lazyModule("bufferPackage")(packageIntrinsics);
   // The bundler renamed the package's function (`Buffer2`): Node's is `Buffer`.
   ObjectDefineProperty(Buffer, "name", { __proto__: null, value: "Buffer", configurable: true });
   const isUint8Array = (value) => p.ArrayBufferIsView(value) && p.TypedArrayPrototypeGetSymbolToStringTag(value) === "Uint8Array";
