@@ -71,8 +71,6 @@
   p.ArrayPrototypeJoin = uncurryThis(Array.prototype.join);
   p.ArrayPrototypePush = uncurryThis(Array.prototype.push);
   p.ArrayPrototypePop = uncurryThis(Array.prototype.pop);
-  p.ArrayPrototypeSlice = uncurryThis(Array.prototype.slice);
-  p.ArrayPrototypeSplice = uncurryThis(Array.prototype.splice);
   p.ArrayPrototypeIncludes = uncurryThis(Array.prototype.includes);
   p.ArrayPrototypeIndexOf = uncurryThis(Array.prototype.indexOf);
   p.ArrayPrototypeSort = uncurryThis(Array.prototype.sort);
@@ -86,6 +84,13 @@
   const arrayOf = (length, at) => ReflectApply(ArrayFrom, Array, [{ __proto__: null, length }, (_, i) => at(i)]);
   /** `array.map(fn)` (fn gets the element and index). */
   p.ArrayPrototypeMap = (array, fn) => arrayOf(array.length, (i) => fn(array[i], i));
+  /** `array.slice(start, end)`. */
+  p.ArrayPrototypeSlice = (array, start = 0, end = array.length) => {
+    const length = array.length;
+    const from = start < 0 ? (length + start > 0 ? length + start : 0) : start < length ? start : length;
+    const to = end < 0 ? (length + end > 0 ? length + end : 0) : end < length ? end : length;
+    return arrayOf(to > from ? to - from : 0, (i) => array[from + i]);
+  };
   /** `array.filter(keep)` (keep gets the element and index). */
   p.ArrayPrototypeFilter = (array, keep) => {
     const kept = { __proto__: null };

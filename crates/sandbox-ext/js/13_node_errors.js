@@ -5,7 +5,7 @@
 // and the stack headed `RangeError [ERR_OUT_OF_RANGE]: ...` as Node prints
 // it, so a program that inspects, compares or logs them sees what it would
 // in Node. The one place these errors are made: files that load before
-// this one (04_timers.js, 09_process.js) read it when they throw.
+// this one (04_timers.js) read it when they throw.
 //
 // Takes: primordials, inspect, api (internalKey). Provides nodeErrors:
 // { nodeError, invalidArgType, outOfRange, validateNumber, bounds,
@@ -116,7 +116,7 @@
     if (instances.length > 0) {
       const at = p.ArrayPrototypeIndexOf(types, "object");
       if (at !== -1) {
-        p.ArrayPrototypeSplice(types, at, 1);
+        p.ArrayRemove(types, at, 1);
         p.ArrayPrototypePush(instances, "Object");
       }
     }

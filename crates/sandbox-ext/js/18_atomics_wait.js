@@ -97,7 +97,7 @@
       waiter.timer = setTimer(() => {
         const at = p.ArrayPrototypeIndexOf(list, waiter);
         if (at === -1) return;
-        p.ArrayPrototypeSplice(list, at, 1);
+        p.ArrayRemove(list, at, 1);
         resolve("timed-out");
       }, timeout);
     }
@@ -111,7 +111,8 @@
     const count = args[2] === undefined ? Infinity : p.MathMax(integer(args[2]), 0);
     const list = waitingList(typedArray, integer(index), false);
     if (list === undefined || count === 0) return 0;
-    const woken = p.ArrayPrototypeSplice(list, 0, count);
+    const woken = p.ArrayPrototypeSlice(list, 0, count);
+    p.ArrayRemove(list, 0, count);
     for (let i = 0; i < woken.length; i++) {
       const waiter = woken[i];
       if (waiter.timer !== undefined) waiter.timer.close();

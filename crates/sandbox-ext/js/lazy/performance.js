@@ -117,7 +117,7 @@ function filtered(name, type) {
 
 function clear(type, name) {
   for (let i = entries.length - 1; i >= 0; i--) {
-    if (entries[i].entryType === type && (name === undefined || entries[i].name === `${name}`)) p.ArrayPrototypeSplice(entries, i, 1);
+    if (entries[i].entryType === type && (name === undefined || entries[i].name === `${name}`)) p.ArrayRemove(entries, i, 1);
   }
 }
 
