@@ -304,7 +304,6 @@ mod tests {
         "inspect",
         "console",
         "timers",
-        "process",
         "builtinProxies",
         "memoryCaps",
         "nodeErrors",

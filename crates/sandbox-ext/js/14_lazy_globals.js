@@ -1,8 +1,8 @@
 // Copyright the dsh-code-runtime-v8 authors. MIT license.
 // The globals whose code is kept out of the snapshot: Buffer, crypto,
 // the events and AbortSignal family, navigator, performance, DOMException,
-// TextEncoder and TextDecoder, atob and btoa, URL and URLSearchParams, and
-// structuredClone. Their modules (js/lazy/*.js, embedded in the isolate
+// TextEncoder and TextDecoder, atob and btoa, URL and URLSearchParams,
+// structuredClone, and process. Their modules (js/lazy/*.js, embedded in the isolate
 // host: crates/sandbox-ext/src/lazy_sources.rs, LAZY_SOURCES) are compiled
 // in an isolate the first time its program touches one of their globals
 // (by op_dsh_lazy_module, from a code cache after the host's first): each is an accessor on the global (made
@@ -13,7 +13,8 @@
 //
 // A lazy module is the body of a function of `dsh` (the registry of
 // __dsh's entries, which seal() removes from the global but not from here)
-// and `host` (the host's facts seal() was given) that returns its globals,
+// and `host` and `engine` (the host's facts seal() was given) that returns
+// its globals,
 // `{ __proto__: null, Name: value, ... }`, and may add what other modules
 // take from it (`load(module)` gives a module's object, loading it once).
 // Like a numbered file, it destructures the entries it takes at its top. It runs after the program
@@ -24,7 +25,7 @@
 //
 // Takes: primordials, native (ops, protocol), api (defineGlobal),
 // memoryCaps (sharedArrayBuffer). Provides lazyGlobals: { lazyModule,
-// packageIntrinsics, load(module), followNodeLine(host) }.
+// packageIntrinsics, load(module), followNodeLine(host, engine) }.
 "use strict";
 
 ((globalThis) => {
@@ -50,6 +51,7 @@
     encoding: [["TextEncoder", false], ["TextDecoder", false], ["btoa", true], ["atob", true]],
     url: [["URL", false], ["URLSearchParams", false]],
     structuredClone: [["structuredClone", true]],
+    process: [["process", false]],
   };
 
   // Each source's number for op_dsh_lazy_module, copied out of the
@@ -63,7 +65,7 @@
   }
   /**
    * Lazy source `name` compiled as a function (js/lazy/<name>.js, of `dsh`
-   * and `host`; the vendored buffer package, of `intrinsics`).
+   * `host` and `engine`; the vendored buffer package, of `intrinsics`).
    */
   const lazyModule = (name) => ops.op_dsh_lazy_module(SOURCES[name]);
 
@@ -120,6 +122,7 @@
 
   // The host's facts, for the modules: they load after seal().
   let host;
+  let engine;
 
   const loaded = { __proto__: null };
   /** Module `name`'s object (its globals and what it gives other modules), evaluating it on first use. */
@@ -127,7 +130,7 @@
     let globals = loaded[name];
     if (globals === undefined) {
       const body = lazyModule(name);
-      globals = body(registry, host);
+      globals = body(registry, host, engine);
       loaded[name] = globals;
     }
     return globals;
@@ -158,8 +161,9 @@
     lazyModule,
     packageIntrinsics,
     load,
-    followNodeLine(facts) {
+    followNodeLine(facts, engineFacts) {
       host = facts;
+      engine = engineFacts;
     },
   });
 })(globalThis);

@@ -23,7 +23,6 @@
     inspect,
     console: { makeConsole },
     timers,
-    process,
     memoryCaps: { capSharedArrayBuffer },
     lazyGlobals,
     eventOrder,
@@ -361,14 +360,14 @@
    * `engine`, the isolate host's (`{ v8, arch }`: process.versions.v8,
    * process.arch); the APIs follow where
    * Node's lines differ (each provider's followNodeLine: console rendering,
-   * timers, process; the lazy modules are given `host` when they load).
+   * timers; the lazy modules, process among them, are given both when
+   * they load).
    */
   function seal(host, engine) {
     const g = globalThis;
     inspect.followNodeLine(host);
     timers.followNodeLine(host);
-    process.followNodeLine(host, engine);
-    lazyGlobals.followNodeLine(host);
+    lazyGlobals.followNodeLine(host, engine);
     capSharedArrayBuffer();
     delete g.Deno;
     delete g.__bootstrap;
@@ -387,7 +386,7 @@
     // Enumerable, as Node's is.
     defineGlobal("global", globalThis, true);
     // In load order: Object.keys(globalThis) lists them as Node's does.
-    const providers = [timers, process];
+    const providers = [timers];
     for (let i = 0; i < providers.length; i++) {
       const globals = providers[i].globals;
       for (let j = 0; j < globals.length; j++) defineGlobal(globals[j][0], globals[j][1], globals[j][2] === true);

@@ -21,14 +21,14 @@ pub struct LazySource {
   pub body: &'static str,
 }
 
-/// A module of js/lazy/: the body of a function of `dsh` (the registry) and
-/// `host` (the host's facts), named by its file.
+/// A module of js/lazy/: the body of a function of `dsh` (the registry),
+/// `host` and `engine` (the host's facts), named by its file.
 macro_rules! module {
   ($name:literal, $file:literal) => {
     LazySource {
       name: $name,
       origin: concat!("ext:dsh_sandbox/lazy/", $file),
-      parameters: &["dsh", "host"],
+      parameters: &["dsh", "host", "engine"],
       body: include_str!(concat!("../js/lazy/", $file)),
     }
   };
@@ -38,7 +38,7 @@ macro_rules! module {
 /// into every isolate: more memory per waiting run and more time to
 /// prepare each isolate. The number `op_dsh_lazy_module` takes is the
 /// index here.
-pub const LAZY_SOURCES: [LazySource; 10] = [
+pub const LAZY_SOURCES: [LazySource; 11] = [
   // The `buffer` package, bundled (scripts/vendor-buffer.mjs): a script that
   // leaves the package's exports in `bufferPackage`, read through
   // `intrinsics` (js/14_lazy_globals.js, `packageIntrinsics`).
@@ -57,6 +57,7 @@ pub const LAZY_SOURCES: [LazySource; 10] = [
   module!("encoding", "encoding.js"),
   module!("url", "url.js"),
   module!("structuredClone", "structured_clone.js"),
+  module!("process", "process.js"),
 ];
 
 // Each body is handed to V8 as an external one-byte string (no copy into

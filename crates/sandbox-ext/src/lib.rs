@@ -756,7 +756,6 @@ deno_core::extension!(
     "02_inspect.js",
     "03_console.js",
     "04_timers.js",
-    "09_process.js",
     "10_builtin_proxies.js",
     "11_memory_caps.js",
     "12_interruptible.js",
