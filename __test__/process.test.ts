@@ -297,18 +297,25 @@ describe('lazy globals made after the program tampered with built-ins', () => {
   })
 })
 
-describe("the sandbox's own lists after the program spoiled Array.prototype.constructor", () => {
+describe("the sandbox's own lists after the program spoiled Array.prototype", () => {
   // Array.prototype.slice / splice / map make their result through
-  // `constructor[Symbol.species]`: an internal list must not be copied so.
-  // (Node's own performance.clearMarks fails so, hence not here.)
-  const SPOIL = 'Array.prototype.constructor = null\n'
+  // `constructor[Symbol.species]`, and destructuring and spreading an array
+  // run its iterator: the sandbox's own lists must do neither. (Node's own
+  // performance.clearMarks fails on a null constructor, hence not here.)
+  const NO_CONSTRUCTOR = 'Array.prototype.constructor = null\n'
+  const NO_ITERATOR = "Array.prototype[Symbol.iterator] = function* () { throw new Error('iterated') }\n"
   it.each([
-    ['Atomics.notify', "const ia = new Int32Array(new SharedArrayBuffer(16)); const w = Atomics.waitAsync(ia, 0, 0); const n = Atomics.notify(ia, 0, 1); return JSON.stringify([n, await w.value])"],
-    ['process events', "let seen; process.on('x', (v) => { seen = v }); process.once('x', () => {}); process.emit('x', 7); return JSON.stringify([seen, process.listenerCount('x'), process.listeners('x').length, process.rawListeners('x').length])"],
-  ])('%s works as in Node', async (_, use) => {
-    const [here, there] = await Promise.all([m.run(SPOIL + use), inNodeWorker(SPOIL + use)])
+    ['Atomics.notify', NO_CONSTRUCTOR, "const ia = new Int32Array(new SharedArrayBuffer(16)); const w = Atomics.waitAsync(ia, 0, 0); const n = Atomics.notify(ia, 0, 1); return JSON.stringify([n, await w.value])"],
+    ['process events', NO_CONSTRUCTOR, "let seen; process.on('x', (v) => { seen = v }); process.once('x', () => {}); process.emit('x', 7); return JSON.stringify([seen, process.listenerCount('x'), process.listeners('x').length, process.rawListeners('x').length])"],
+    ['TextEncoder.encodeInto', NO_ITERATOR, "const r = new TextEncoder().encodeInto('ab\\u00e9', new Uint8Array(3)); return JSON.stringify([r.read, r.written])"],
+    ['console.timeLog with data', NO_ITERATOR, "console.time('t'); console.timeLog('t', 'more', 1); return 'logged'"],
+  ])('%s works as in Node', async (_, spoil, use) => {
+    const [here, there] = await Promise.all([m.run(spoil + use), inNodeWorker(spoil + use)])
     expect(there).not.toMatch(/^threw/)
-    expect(here).toEqual({ logs: [], value: there })
+    expect(here.error).toBeUndefined()
+    expect(here.value).toBe(there)
+    // timeLog's line carries a duration: its shape, not its text.
+    expect(here.logs).toEqual(use.includes('timeLog') ? [expect.stringMatching(/^t: \d+(\.\d+)?m?s more 1$/)] : [])
   })
 })
 

@@ -205,7 +205,9 @@
           emit(`Warning: No such label '${label}' for console.timeLog()`);
           return;
         }
-        emit(render([`${label}: ${formatTime(ops.op_dsh_now() - start)}`, ...data]));
+        // Not `[line, ...data]`: a spread runs the program-mutable array iterator.
+        ArrayPrototypeUnshift(data, `${label}: ${formatTime(ops.op_dsh_now() - start)}`);
+        emit(render(data));
       },
       table(tabularData, properties) {
         if (tabularData === null || typeof tabularData !== "object") return print(tabularData);

@@ -70,9 +70,11 @@ class TextEncoder {
   }
   encodeInto(source, destination) {
     // Only whole code points are written.
-    const [bytes, read] = utf8EncodePrefix(String(source), destination.length);
-    p.TypedArrayPrototypeSet(destination, bytes, 0);
-    return { read, written: bytes.length };
+    // Indexed, not destructured: destructuring runs the program-mutable
+    // array iterator.
+    const prefix = utf8EncodePrefix(String(source), destination.length);
+    p.TypedArrayPrototypeSet(destination, prefix[0], 0);
+    return { read: prefix[1], written: prefix[0].length };
   }
 }
 
