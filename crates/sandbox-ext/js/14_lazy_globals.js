@@ -2,26 +2,26 @@
 // The globals whose code is kept out of the snapshot: Buffer, crypto,
 // the events and AbortSignal family, navigator, performance, DOMException,
 // TextEncoder and TextDecoder, atob and btoa, URL and URLSearchParams,
-// structuredClone, and process. Their modules (js/lazy/*.js, embedded in the isolate
-// host: crates/sandbox-ext/src/lazy_sources.rs, LAZY_SOURCES) are compiled
-// in an isolate the first time its program touches one of their globals
-// (by op_dsh_lazy_module, from a code cache after the host's first): each is an accessor on the global (made
-// here, so it is in the snapshot) that replaces itself by the value. In
-// the snapshot, their classes would be deserialized into every isolate,
-// used or not: memory every waiting run holds, and time to prepare every
+// structuredClone, and process. Their modules (js/lazy/*.js, embedded in
+// the isolate host: crates/sandbox-ext/src/lazy_sources.rs, LAZY_SOURCES)
+// are compiled in an isolate the first time its program touches one of
+// their globals (by op_dsh_lazy_module, from the host's code cache after
+// its first isolate compiled them): each global is an accessor (made here,
+// so it is in the snapshot) that replaces itself by the value. In the
+// snapshot, their classes would be deserialized into every isolate, used
+// or not: memory every waiting run holds, and time to prepare every
 // isolate.
 //
 // A lazy module is the body of a function of `dsh` (the registry of
-// __dsh's entries, which seal() removes from the global but not from here)
-// and `host` and `engine` (the host's facts seal() was given) that returns
-// its globals,
-// `{ __proto__: null, Name: value, ... }`, and may add what other modules
-// take from it (`load(module)` gives a module's object, loading it once).
-// Like a numbered file, it destructures the entries it takes at its top. It runs after the program
-// has started, so the program may have tampered with any global and any
-// built-in prototype: a module's top level, like every method of the
-// sandbox's, reaches built-ins only through `dsh.primordials`, and
-// iterates with indices, not iterators.
+// __dsh's entries, which seal() removes from the global but not from here),
+// `host` and `engine` (the host's facts seal() was given) that returns its
+// globals, `{ __proto__: null, Name: value, ... }`, and what other modules
+// take from it (`load(module)` gives a module's object, evaluating it
+// once). Like a numbered file, it destructures the entries it takes at its
+// top. It runs after the program has started, so the program may have
+// tampered with any global and any built-in prototype: a module's top
+// level, like every method of the sandbox's, reaches built-ins only
+// through `dsh.primordials`, and iterates with indices, not iterators.
 //
 // Takes: primordials, native (ops, protocol), api (defineGlobal),
 // memoryCaps (sharedArrayBuffer). Provides lazyGlobals: { lazyModule,
@@ -61,7 +61,7 @@
   // And the other way: a source Rust embeds that no global here makes
   // would ship in every addon and never run.
   for (const name of ObjectKeys(protocol.lazySources)) {
-    if (SOURCES[name] === undefined) throw new p.Error(`crates/sandbox-ext/src/lib.rs embeds lazy source ${name}, which js/14_lazy_globals.js never loads`);
+    if (SOURCES[name] === undefined) throw new p.Error(`crates/sandbox-ext/src/lazy_sources.rs embeds lazy source ${name}, which js/14_lazy_globals.js never loads`);
   }
   /**
    * Lazy source `name` compiled as a function (js/lazy/<name>.js, of `dsh`
