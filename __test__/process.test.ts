@@ -295,6 +295,31 @@ describe('lazy globals made after the program tampered with built-ins', () => {
     expect(there.error).toBeUndefined()
     expect(here).toEqual(there)
   })
+  it('a first touch at the end of the stack fails as any call there does, and the global works once there is stack again', async () => {
+    // Each lazy module is compiled on first touch (from the host's code
+    // cache after its first isolate): at the stack's end that compile
+    // throws V8's RangeError, which must leave nothing half made.
+    const program = `
+      let refused = 0
+      function deeper() {
+        try {
+          return deeper()
+        } catch {
+          try {
+            return typeof URL
+          } catch (error) {
+            if (!(error instanceof RangeError)) throw error
+            refused++
+            throw error
+          }
+        }
+      }
+      return [deeper(), refused > 0, typeof URL, new URL('/b?c=1', 'https://a.test').href, new TextEncoder().encode('é').length]
+    `
+    for (let i = 0; i < 2; i++) {
+      expect(await m.run(program)).toEqual({ logs: [], value: ['function', true, 'function', 'https://a.test/b?c=1', 2] })
+    }
+  })
 })
 
 describe("the sandbox's own lists after the program spoiled Array.prototype", () => {
