@@ -1,6 +1,6 @@
-//! A block of memory mapped on its own, at a huge page's boundary: where a
-//! long text is written once on its way across the channel
-//! ([`crate::text`]).
+//! A block of memory mapped on its own (a reusable one at a huge page's
+//! boundary): where a long text is written once on its way across the
+//! channel ([`crate::text`]).
 //!
 //! Why: each long text crosses into fresh memory (a tool's reply read out
 //! of Node's string on the harness's main thread; the host's copy of it),
@@ -142,12 +142,16 @@ impl LargeBlock {
     LargeBlock::mapped(len, false)
   }
 
-  /// [`LargeBlock::new`], advised to use huge pages when `huge` (a fresh
-  /// mapping; a kept one is as it was made).
+  /// [`LargeBlock::new`], or when `huge` a fresh mapping at a huge page's
+  /// boundary advised to use huge pages (a kept one is as it was made).
   fn mapped(len: usize, huge: bool) -> Option<LargeBlock> {
     let len = len.max(1).checked_next_multiple_of(PAGE)?;
     if let Some((start, len)) = reuse(len) {
       return Some(LargeBlock { start, len, reusable: false });
+    }
+    if !huge {
+      // Small pages only (see the module doc): no boundary to slide to.
+      return Some(LargeBlock { start: map_anonymous(len)?.cast(), len, reusable: false });
     }
     // Room to slide to a huge page's boundary; the excess is unmapped.
     let reserved = len.checked_add(HUGE_PAGE)?;
@@ -165,9 +169,7 @@ impl LargeBlock {
       }
       // Advice only: refused where transparent huge pages are unsupported,
       // and then the block is in small pages.
-      if huge {
-        libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
-      }
+      libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
     }
     Some(LargeBlock { start: NonNull::new(start as *mut u8)?, len, reusable: false })
   }
@@ -251,14 +253,18 @@ mod tests {
   use super::*;
 
   #[test]
-  fn a_block_is_zeroed_writable_and_starts_at_a_huge_page() {
+  fn a_block_is_zeroed_and_writable_and_a_reusable_one_starts_at_a_huge_page() {
     for len in [1, PAGE, HUGE_PAGE, HUGE_PAGE + 1, 5 * HUGE_PAGE + 12345] {
-      let mut block = LargeBlock::new(len).unwrap();
-      assert_eq!(block.bytes().as_ptr() as usize % HUGE_PAGE, 0);
-      assert!(block.bytes().len() >= len);
-      assert!(block.bytes().iter().all(|byte| *byte == 0));
-      block.bytes_mut().fill(7);
-      assert!(block.bytes().iter().all(|byte| *byte == 7));
+      for reusable in [false, true] {
+        let mut block = if reusable { LargeBlock::reusable(len) } else { LargeBlock::new(len) }.unwrap();
+        if reusable {
+          assert_eq!(block.bytes().as_ptr() as usize % HUGE_PAGE, 0);
+        }
+        assert_eq!(block.bytes().len(), len.next_multiple_of(PAGE));
+        assert!(block.bytes().iter().all(|byte| *byte == 0));
+        block.bytes_mut().fill(7);
+        assert!(block.bytes().iter().all(|byte| *byte == 7));
+      }
     }
   }
 
