@@ -23,11 +23,19 @@ const {
   console: { writeLog },
   inspect: { inspect },
   timers: { queueTask },
-  nodeErrors,
+  nodeErrors: errors,
   run: { reportFailure },
 } = dsh;
 const { ObjectCreate, ObjectDefineProperty, ReflectApply, String, NumberIsInteger, ArrayIsArray } = p;
-const errors = () => nodeErrors;
+
+/**
+ * `object[key] = value` as a fresh own property, defined, not assigned: a
+ * setter the program put on Object.prototype or Function.prototype before
+ * its first touch of process would take an assignment.
+ */
+function defineAssigned(object, key, value) {
+  ObjectDefineProperty(object, key, { __proto__: null, value, writable: true, enumerable: true, configurable: true });
+}
 
 /** Node's check of an exit code: an integer, or a string of one. */
 function exitCodeOf(code, caller) {
@@ -35,9 +43,9 @@ function exitCodeOf(code, caller) {
   if (typeof code === "number" || (typeof code === "string" && code !== "" && +code === +code)) {
     const n = +code;
     if (NumberIsInteger(n)) return n;
-    throw errors().outOfRange("code", "an integer", n, caller);
+    throw errors.outOfRange("code", "an integer", n, caller);
   }
-  throw errors().invalidArgType("code", "number", code, caller);
+  throw errors.invalidArgType("code", "number", code, caller);
 }
 
 // --- events: Node's EventEmitter methods, shared by process and its streams
@@ -60,7 +68,7 @@ function listenersOf(emitter, event, create) {
   return list;
 }
 function checkListener(listener) {
-  if (typeof listener !== "function") throw errors().invalidArgType("listener", "Function", listener);
+  if (typeof listener !== "function") throw errors.invalidArgType("listener", "Function", listener);
 }
 // Each entry is [listener, once]; `rawListeners` gives a once-wrapper as
 // Node's (`listener` on it).
@@ -172,7 +180,7 @@ class EventEmitter {
   }
   setMaxListeners(n) {
     if (typeof n !== "number" || n < 0 || p.NumberIsNaN(n)) {
-      throw errors().outOfRange("n", "a non-negative number", n);
+      throw errors.outOfRange("n", "a non-negative number", n);
     }
     ObjectDefineProperty(this, kMaxListeners, { __proto__: null, value: n, writable: true, configurable: true });
     return this;
@@ -236,7 +244,7 @@ function runTick(callback, args) {
 }
 
 function nextTick(callback, ...args) {
-  if (typeof callback !== "function") throw errors().invalidArgType("callback", "Function", callback);
+  if (typeof callback !== "function") throw errors.invalidArgType("callback", "Function", callback);
   // deno_core's tick queue: drained after the current operation, before
   // promise jobs, and between timer callbacks, as Node's is.
   core.queueNextTick({ __proto__: null, callback: runTick, args: [callback, args.length === 0 ? undefined : args], snapshot: undefined });
@@ -251,24 +259,16 @@ function hrtime(time) {
   const sec = p.MathFloor(ns / NS_PER_SEC);
   const nsec = p.MathFloor(ns - sec * NS_PER_SEC);
   if (time !== undefined) {
-    if (!ArrayIsArray(time)) throw errors().invalidArgType("time", "Array", time);
-    if (time.length !== 2) throw errors().outOfRange("time", 2, time.length);
+    if (!ArrayIsArray(time)) throw errors.invalidArgType("time", "Array", time);
+    if (time.length !== 2) throw errors.outOfRange("time", 2, time.length);
     const dsec = sec - time[0];
     const dnsec = nsec - time[1];
     return dnsec < 0 ? [dsec - 1, dnsec + NS_PER_SEC] : [dsec, dnsec];
   }
   return [sec, nsec];
 }
-// Defined, not assigned: a setter the program put on Function.prototype
-// or Object.prototype would take an assignment.
-ObjectDefineProperty(hrtime, "bigint", {
-  __proto__: null,
-  value: function bigint() {
-    return p.BigInt(p.MathFloor(nowNs()));
-  },
-  writable: true,
-  enumerable: true,
-  configurable: true,
+defineAssigned(hrtime, "bigint", function bigint() {
+  return p.BigInt(p.MathFloor(nowNs()));
 });
 
 const memory = new p.Float64Array(5);
@@ -276,15 +276,9 @@ function memoryUsage() {
   ops.op_dsh_memory_usage(memory);
   return { rss: memory[0], heapTotal: memory[1], heapUsed: memory[2], external: memory[3], arrayBuffers: memory[4] };
 }
-ObjectDefineProperty(memoryUsage, "rss", {
-  __proto__: null,
-  value: function rss() {
-    ops.op_dsh_memory_usage(memory);
-    return memory[0];
-  },
-  writable: true,
-  enumerable: true,
-  configurable: true,
+defineAssigned(memoryUsage, "rss", function rss() {
+  ops.op_dsh_memory_usage(memory);
+  return memory[0];
 });
 
 const validUsage = (n) => typeof n === "number" && n <= 9007199254740991 && n >= 0;
@@ -295,9 +289,9 @@ function cpuUsage(prevValue) {
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i];
       if (!validUsage(prevValue[key])) {
-        if (typeof prevValue !== "object") throw errors().invalidArgType("prevValue", "object", prevValue);
-        errors().validateNumber(prevValue[key], `prevValue.${key}`);
-        throw errors().nodeError(p.RangeError, "ERR_INVALID_ARG_VALUE", `The property 'prevValue.${key}' is invalid. Received ${inspect(prevValue[key])}`, cpuUsage);
+        if (typeof prevValue !== "object") throw errors.invalidArgType("prevValue", "object", prevValue);
+        errors.validateNumber(prevValue[key], `prevValue.${key}`);
+        throw errors.nodeError(p.RangeError, "ERR_INVALID_ARG_VALUE", `The property 'prevValue.${key}' is invalid. Received ${inspect(prevValue[key])}`, cpuUsage);
       }
     }
   }
@@ -323,12 +317,12 @@ function emitWarning(warning, type, code, ctor) {
     code = undefined;
     type = "Warning";
   }
-  if (type !== undefined && typeof type !== "string") throw errors().invalidArgType("type", "string", type);
+  if (type !== undefined && typeof type !== "string") throw errors.invalidArgType("type", "string", type);
   if (typeof code === "function") {
     ctor = code;
     code = undefined;
   } else if (code !== undefined && typeof code !== "string") {
-    throw errors().invalidArgType("code", "string", code);
+    throw errors.invalidArgType("code", "string", code);
   }
   if (typeof warning === "string") {
     const made = new p.Error(warning);
@@ -338,7 +332,7 @@ function emitWarning(warning, type, code, ctor) {
     p.ErrorCaptureStackTrace(made, ctor || process.emitWarning);
     warning = made;
   } else if (!p.ObjectPrototypeIsPrototypeOf(p.ErrorPrototype, warning)) {
-    throw errors().invalidArgType("warning", ["Error", "string"], warning);
+    throw errors.invalidArgType("warning", ["Error", "string"], warning);
   }
   nextTick(() => emit(process, "warning", [warning]));
 }
@@ -437,29 +431,23 @@ ObjectDefineProperty(process, "exitCode", {
   configurable: false,
 });
 let exiting = false;
-ObjectDefineProperty(process, "exit", {
-  __proto__: null,
-  value: function exit(code) {
-    // As Node: an argument, even undefined, replaces exitCode.
-    if (arguments.length !== 0) setExitCode(code, exit);
-    const status = exitCodeOf(exitCode, exit);
-    // As Node: the 'exit' listeners run once, before the run ends, told
-    // the code.
-    if (!exiting) {
-      exiting = true;
-      try {
-        emit(process, "exit", [exitCode || 0]);
-      } catch {
-        // A throw in an exit listener does not stop the exit.
-      }
+defineAssigned(process, "exit", function exit(code) {
+  // As Node: an argument, even undefined, replaces exitCode.
+  if (arguments.length !== 0) setExitCode(code, exit);
+  const status = exitCodeOf(exitCode, exit);
+  // As Node: the 'exit' listeners run once, before the run ends, told
+  // the code.
+  if (!exiting) {
+    exiting = true;
+    try {
+      emit(process, "exit", [exitCode || 0]);
+    } catch {
+      // A throw in an exit listener does not stop the exit.
     }
-    ops.op_dsh_exit(status);
-    // The op has asked for termination; nothing after exit() may run.
-    for (;;) {}
-  },
-  writable: true,
-  enumerable: true,
-  configurable: true,
+  }
+  ops.op_dsh_exit(status);
+  // The op has asked for termination; nothing after exit() may run.
+  for (;;) {}
 });
 add(process, "warning", onWarning, false, false);
 
