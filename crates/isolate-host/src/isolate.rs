@@ -120,16 +120,8 @@ fn seal(runtime: &mut JsRuntime, config: &RuntimeConfig) -> Result<v8::Global<v8
     None => "the bootstrap has no seal".to_owned(),
   };
   let global = scope.get_current_context().global(scope);
-  let registry_key = v8::String::new_from_one_byte(scope, b"__dsh", v8::NewStringType::Internalized);
-  let registry = registry_key
-    .and_then(|key| global.get(scope, key.into()))
-    .and_then(|value| v8::Local::<v8::Object>::try_from(value).ok());
-  let Some(registry) = registry else { return Err(failed(scope)) };
-  let seal_key = v8::String::new_from_one_byte(scope, b"seal", v8::NewStringType::Internalized);
-  let seal = seal_key
-    .and_then(|key| registry.get(scope, key.into()))
-    .and_then(|value| v8::Local::<v8::Function>::try_from(value).ok());
-  let Some(seal) = seal else { return Err(failed(scope)) };
+  let Some(registry) = member::<v8::Object>(scope, global, b"__dsh") else { return Err(failed(scope)) };
+  let Some(seal) = member::<v8::Function>(scope, registry, b"seal") else { return Err(failed(scope)) };
   let mut arguments = Vec::with_capacity(2);
   for text in seal_arguments(config) {
     let Some(text) = v8::String::new(scope, &text) else { return Err(failed(scope)) };
@@ -140,6 +132,19 @@ fn seal(runtime: &mut JsRuntime, config: &RuntimeConfig) -> Result<v8::Global<v8
     Some(sealed) => Ok(v8::Global::new(scope, sealed)),
     None => Err(failed(scope)),
   }
+}
+
+/// `object[key]`, when it is a `T`.
+fn member<'s, T>(
+  scope: &mut v8::PinScope<'s, '_>,
+  object: v8::Local<'s, v8::Object>,
+  key: &[u8],
+) -> Option<v8::Local<'s, T>>
+where
+  v8::Local<'s, T>: TryFrom<v8::Local<'s, v8::Value>>,
+{
+  let key = v8::String::new_from_one_byte(scope, key, v8::NewStringType::Internalized)?;
+  object.get(scope, key.into()).and_then(|value| v8::Local::<T>::try_from(value).ok())
 }
 
 /// `process.arch`: Node's name for the architecture this host runs on.
@@ -250,22 +255,24 @@ mod tests {
     return JSON.stringify({ names: Object.keys(registry), problems });
   })()"#;
 
+  /// An isolate from the snapshot, not sealed.
+  fn unsealed() -> JsRuntime {
+    platform::ensure_initialized().expect("V8 initialises");
+    JsRuntime::new(RuntimeOptions {
+      startup_snapshot: Some(SNAPSHOT),
+      extensions: vec![dsh_sandbox::init()],
+      skip_op_registration: true,
+      ..Default::default()
+    })
+  }
+
   #[test]
   fn every_lazy_source_compiles_and_a_later_isolate_takes_it_from_the_code_cache() {
     use dsh_sandbox_ext::lazy_sources::{compile, LAZY_SOURCES};
-    platform::ensure_initialized().expect("V8 initialises");
-    let runtime = || {
-      JsRuntime::new(RuntimeOptions {
-        startup_snapshot: Some(SNAPSHOT),
-        extensions: vec![dsh_sandbox::init()],
-        skip_op_registration: true,
-        ..Default::default()
-      })
-    };
     // The first isolate may or may not find a cache (another test of this
     // process may have touched a lazy global first); the second must.
     for round in ["first", "second"] {
-      let mut runtime = runtime();
+      let mut runtime = unsealed();
       deno_core::scope!(scope, runtime);
       for (index, source) in LAZY_SOURCES.iter().enumerate() {
         let compiled = compile(scope, index).unwrap_or_else(|| panic!("{} does not compile", source.name));
@@ -279,13 +286,7 @@ mod tests {
 
   #[test]
   fn every_provider_is_frozen_and_defined_once() {
-    platform::ensure_initialized().expect("V8 initialises");
-    let mut runtime = JsRuntime::new(RuntimeOptions {
-      startup_snapshot: Some(SNAPSHOT),
-      extensions: vec![dsh_sandbox::init()],
-      skip_op_registration: true,
-      ..Default::default()
-    });
+    let mut runtime = unsealed();
     let result = runtime.execute_script("ext:dsh_test/registry.js", CHECK_REGISTRY).expect("the check runs");
     let text = {
       deno_core::scope!(scope, runtime);
