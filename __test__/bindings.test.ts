@@ -355,6 +355,34 @@ describe('calls', () => {
     expect((await m.run('return 1')).value).toBe(1)
   })
 
+  it('a tool\'s promise is followed as the reference backend follows it: an own `then` of a native promise unread, a subclass\'s and a thenable\'s called', async () => {
+    // Built per backend: a promise is settled once, and each backend must
+    // see its own.
+    const shapes = () => {
+      class Subclass extends Promise<unknown> {}
+      return tools({
+        ownThen: (() => Object.assign(Promise.resolve('intrinsic'), { then: (resolve: (v: unknown) => void) => resolve('own then') })) as never,
+        subclass: (() => Object.assign(Subclass.resolve('subclass'), { then: (resolve: (v: unknown) => void) => resolve('subclass then') })) as never,
+        rejected: (() => Promise.reject(new Error('rejected'))) as never,
+        thenable: (() => ({ then: (resolve: (v: unknown) => void) => resolve('thenable') })) as never,
+        plain: (() => 'plain') as never,
+      })
+    }
+    const program = `const out = []
+      for (const name of ['ownThen', 'subclass', 'rejected', 'thenable', 'plain']) {
+        try { out.push(await tools[name]({})) } catch (e) { out.push(['threw', e.message]) }
+      }
+      return out`
+    const reference = await mountReference()
+    try {
+      const expected = await reference.run(program, { bindings: shapes() })
+      expect(expected.value).toEqual(['intrinsic', 'subclass then', ['threw', 'rejected'], 'thenable', 'plain'])
+      expect(await m.run(program, { bindings: shapes() })).toEqual(expected)
+    } finally {
+      await reference.dispose()
+    }
+  })
+
   it('errorClass: one class per run, instanceof, own enumerable name and member, message not enumerable, stack at the await', async () => {
     const result = await m.run(
       `let e1, e2

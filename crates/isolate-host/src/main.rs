@@ -275,7 +275,6 @@ fn undecodable() -> ! {
   std::process::exit(2);
 }
 
-/// Queue one run; its result (or its refusal) goes back on the channel.
 /// What a `Submit` frame says of its run, besides its bindings.
 struct RunJobFrame {
   run_id: u32,
@@ -286,6 +285,7 @@ struct RunJobFrame {
   program: String,
 }
 
+/// Queue one run; its result (or its refusal) goes back on the channel.
 fn submit(
   scheduler: &Scheduler,
   config: &RuntimeConfig,
