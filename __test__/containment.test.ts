@@ -34,6 +34,52 @@ describe('compute budget', () => {
   })
 })
 
+describe('work V8 cannot interrupt', () => {
+  // A compile whose time grows with its source and the depth of its scopes:
+  // 1.6 MB of source, about half a minute of one CPU, with no stack check
+  // V8 could stop it at.
+  const compileBomb = `new Function('{let a;'.repeat(2500) + 'q;'.repeat(800000) + '}'.repeat(2500)); return 'compiled'`
+  const unstoppable = /^the isolate host stopped: a run went on computing for \d+ ms of CPU after it was stopped/
+
+  it('past its compute budget ends its host: the run fails naming why, a run beside it awaiting a tool completes, the next run works', async () => {
+    const one = await mount({ computeMs: 500, maxWallMs: 120_000, isolateHosts: 1 })
+    try {
+      let release!: (value: number) => void
+      const gate = new Promise<number>((resolve) => (release = resolve))
+      const beside = one.run('return (await tools.wait({})) + 1', { bindings: tools({ wait: () => gate }) })
+      await until(() => one.runtime.stats().waitingOnHost === 1)
+      const result = await one.run(compileBomb)
+      expect(result.error?.kind).toBe('worker-exit')
+      expect(result.error?.message).toMatch(unstoppable)
+      expect(one.runtime.stats().hostRestarts).toBeGreaterThanOrEqual(1)
+      release(41)
+      expect(await beside).toEqual({ logs: [], value: 42 })
+      expect(await one.run('return 1')).toEqual({ logs: [], value: 1 })
+    } finally {
+      await one.dispose()
+    }
+  })
+
+  it('aborted, settles as aborted, and its host, whose thread it held, is replaced', async () => {
+    const one = await mount({ computeMs: 120_000, maxWallMs: 120_000, isolateHosts: 1 })
+    try {
+      const controller = new AbortController()
+      const running = one.run(compileBomb, { signal: controller.signal })
+      // Building the source costs a few ms of CPU: past that, it compiles.
+      await until(() => one.runtime.stats().cpuMs >= 300)
+      controller.abort(new Error('enough'))
+      const result = await running
+      expect(result.error?.kind).toBe('abort')
+      // The harness settles an aborted run at once; the host ends once the
+      // run has computed past its stop for as long as it may.
+      await until(() => one.runtime.stats().hostRestarts === 1)
+      expect(await one.run('return 1')).toEqual({ logs: [], value: 1 })
+    } finally {
+      await one.dispose()
+    }
+  })
+})
+
 describe('wall ceiling and abort', () => {
   it('a timer that never fires ends at the wall ceiling', async () => {
     const short = await mount({ maxWallMs: 200 })

@@ -239,6 +239,15 @@ impl RunBudget {
     }
   }
 
+  /// The CPU its thread has spent on the run (less the time spent
+  /// waiting) while the meter runs: none before it starts or once it
+  /// ended. Unlike [`RunBudget::cpu_used`], it moves while a re-execution
+  /// makes its history again.
+  pub fn metered_now(&self) -> Option<Duration> {
+    self.meter.get()?;
+    (self.final_cpu_ns.load(Ordering::Acquire) == METER_LIVE).then(|| self.metered())
+  }
+
   /// The thread's CPU since the meter started, less the time spent waiting.
   fn metered(&self) -> Duration {
     let Some(meter) = self.meter.get() else { return Duration::ZERO };

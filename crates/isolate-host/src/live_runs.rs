@@ -22,7 +22,8 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use crate::budget::RunBudget;
 use crate::control::RunControl;
@@ -37,6 +38,8 @@ pub struct LiveRun {
   /// The watchdog stopped the run (or found it settled past a budget):
   /// it looks at it no more.
   unwatched: AtomicBool,
+  /// The CPU the run had used when the watchdog first saw it stopped.
+  cpu_at_stop: OnceLock<Duration>,
 }
 
 impl LiveRun {
@@ -63,6 +66,12 @@ impl LiveRun {
     !self.unwatched.load(Ordering::Acquire)
   }
 
+  /// The CPU the run had used when the watchdog first saw it stopped:
+  /// `now`, the first time this is asked.
+  pub fn cpu_at_stop(&self, now: Duration) -> Duration {
+    *self.cpu_at_stop.get_or_init(|| now)
+  }
+
   /// The watchdog is done with the run (it stopped it, or the run settled
   /// as a budget ran out: the stop changed nothing, and the run is ending).
   pub fn unwatch(&self) {
@@ -83,8 +92,13 @@ impl LiveRuns {
   /// never does: its run ids are unique among its live runs); each
   /// registration removes only its own record.
   pub fn register(self: &Arc<Self>, run_id: u32, budget: Arc<RunBudget>) -> RunRegistration {
-    let run =
-      Arc::new(LiveRun { run_id, budget, mailbox: Arc::new(Mailbox::default()), unwatched: AtomicBool::new(false) });
+    let run = Arc::new(LiveRun {
+      run_id,
+      budget,
+      mailbox: Arc::new(Mailbox::default()),
+      unwatched: AtomicBool::new(false),
+      cpu_at_stop: OnceLock::new(),
+    });
     lock(&self.runs).insert(run_id, run.clone());
     RunRegistration { runs: self.clone(), run }
   }

@@ -10,6 +10,18 @@
 //! so it costs nothing while runs are idle and overshoots a budget only by
 //! scheduling noise.
 //!
+//! A stop terminates the isolate's JS, which V8 honours at its next stack
+//! check; some work has none for as long as it lasts: compiling a source
+//! of megabytes (`new Function`, `eval`: its time grows with the source
+//! and the depth of its scopes, and a 1.6 MB source took 28 s here), or
+//! one call of a built-in over a huge input. A stopped run (by any
+//! thread: a budget here, an abort or disposal on the channel, the run's
+//! own caps) that its thread still computes for [`UNSTOPPABLE_AFTER`] of
+//! its CPU ends the host: no other way frees the thread, and the
+//! harness's rules for a host's death settle the run (stopped by the
+//! harness: as stopped; else, computing, as the suspect that ends a host
+//! of one run too) and go on with the others on other hosts.
+//!
 //! [`RunBudget`]: crate::budget::RunBudget
 
 use std::sync::{Arc, Condvar, Mutex};
@@ -19,6 +31,7 @@ use std::time::{Duration, Instant};
 use crate::budget::Phase;
 use crate::live_runs::LiveRuns;
 use crate::lock::lock;
+use crate::time_left::left_of;
 use dsh_protocol::failure::StopReason;
 
 struct Shared {
@@ -73,6 +86,15 @@ impl Watchdog {
 const MIN_TICK: Duration = Duration::from_micros(500);
 /// The longest sleep with nothing to watch.
 const IDLE_TICK: Duration = Duration::from_secs(3600);
+/// The CPU a stopped run may still spend on its thread before the host is
+/// ended to stop it (see the module doc): far past what a stop takes
+/// anywhere V8 checks for it (a few ms; `node bench/overshoot.mjs`), and
+/// past the slowest of the single built-in calls the sandbox makes
+/// interruptible (12_interruptible.js), well short of a compile's minutes.
+pub const UNSTOPPABLE_AFTER: Duration = Duration::from_secs(2);
+/// The longest sleep while a run computes: how late a stop made by another
+/// thread (which does not wake the watchdog) is first seen.
+const COMPUTING_TICK: Duration = Duration::from_millis(200);
 
 fn watch_loop(shared: &Shared) {
   let mut shutdown = lock(&shared.shutdown);
@@ -85,7 +107,21 @@ fn watch_loop(shared: &Shared) {
     // Read outside the table's lock: a CPU clock is a system call per run.
     for run in shared.runs.snapshot() {
       let budget = run.budget();
-      if !run.watched() || budget.phase() == Phase::Ended {
+      let phase = budget.phase();
+      if phase == Phase::Ended {
+        continue;
+      }
+      if phase == Phase::Computing {
+        next = next.min(COMPUTING_TICK);
+        if let (Some(_), Some(now)) = (run.control().reason(), budget.metered_now()) {
+          let past_stop = now.saturating_sub(run.cpu_at_stop(now));
+          match left_of(UNSTOPPABLE_AFTER, past_stop) {
+            Some(left) => next = next.min(left.max(MIN_TICK)),
+            None => end_host_for_unstoppable(),
+          }
+        }
+      }
+      if !run.watched() {
         continue;
       }
       if now >= budget.wall_deadline() {
@@ -109,4 +145,18 @@ fn watch_loop(shared: &Shared) {
       Err(poisoned) => poisoned.into_inner().0,
     };
   }
+}
+
+/// A stopped run's thread cannot be freed (see the module doc): end the
+/// host, saying why on stderr, whose `dsh-isolate-host:` line the harness
+/// takes as how the host ended.
+fn end_host_for_unstoppable() -> ! {
+  eprintln!(
+    "dsh-isolate-host: a run went on computing for {} ms of CPU after it was stopped (V8 cannot interrupt a compile, nor some single built-in calls), so its host was ended",
+    UNSTOPPABLE_AFTER.as_millis()
+  );
+  // SAFETY: _exit ends the process without running destructors or atexit
+  // handlers, which is what is wanted with V8 threads still running (one
+  // of them inside V8 for as long as the compile lasts).
+  unsafe { libc::_exit(3) }
 }
