@@ -56,7 +56,7 @@ pub struct PreparedIsolate {
   /// `runtime`, for the same reason: its collections' callback points at it.
   pub heap_peak: Arc<HeapPeak>,
   /// The program's heap cap (`maxOldGenerationSizeMb`), in bytes.
-  heap_bytes: usize,
+  pub heap_bytes: usize,
 }
 
 /// The heap limit a near-heap-limit callback grants over `current`: V8
@@ -67,6 +67,24 @@ pub struct PreparedIsolate {
 pub fn heap_limit_with_room(current: usize) -> usize {
   const ROOM: usize = 8 << 20;
   current.saturating_mul(2).saturating_add(ROOM)
+}
+
+/// The most room past a program's heap cap that a stopped run may take
+/// while V8 unwinds its termination (see [`heap_limit_for_stopped`]).
+const STOPPED_HEAP_ROOM: usize = 64 << 20;
+
+/// The heap limit the program's near-heap-limit callback grants over
+/// `current`, the run being stopped, under a cap of `cap` bytes: room, as
+/// [`heap_limit_with_room`] gives, but never past twice the cap (or the
+/// sandbox's floor) and [`STOPPED_HEAP_ROOM`]. V8 honours a stop at its
+/// next stack check, and some loops that allocate reach none for seconds
+/// (`for (;;) keep.push(new Array(1000))`: each grant was used up before
+/// the stop took, six times over, to 2 GiB of heap under a 64 MiB cap).
+/// Past the bound V8's out-of-memory handler ends the host, which the
+/// harness handles as any host's death: memory stays bounded.
+pub fn heap_limit_for_stopped(current: usize, cap: usize) -> usize {
+  let most = cap.max(SANDBOX_HEAP_FLOOR).saturating_mul(2).saturating_add(STOPPED_HEAP_ROOM);
+  heap_limit_with_room(current).min(most).max(current)
 }
 
 /// Refuses every module: a program has no `import()` of anything.

@@ -21,7 +21,7 @@ use crate::config::RuntimeConfig;
 use crate::control::RunControl;
 use crate::external_memory::ExternalMemory;
 use crate::icu_memory::ChargeIcu;
-use crate::isolate::{heap_limit_with_room, PreparedIsolate};
+use crate::isolate::{heap_limit_for_stopped, PreparedIsolate};
 use crate::ledger::{FailureKind, Output, OutputLedger};
 use crate::mailbox::Mailbox;
 use crate::transpile::{strip_types, PROGRAM_NAME};
@@ -428,6 +428,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
   {
     let control = control.clone();
     let external_memory = isolate.external_memory.clone();
+    let cap = isolate.heap_bytes;
     isolate.runtime.add_near_heap_limit_callback(move |current, _initial| {
       // V8 also calls this as the last resort of a backing-store
       // allocation that the external-memory cap refused: that run hit the
@@ -435,8 +436,9 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
       let reason = if external_memory.refusal_stands() { StopReason::ExternalMemory } else { StopReason::HeapLimit };
       control.stop(reason);
       // Grant headroom so V8 unwinds the termination instead of aborting
-      // the whole process on an out-of-memory fatal error.
-      heap_limit_with_room(current)
+      // the whole process on an out-of-memory fatal error; bounded, for a
+      // loop that does not reach the stop (see heap_limit_for_stopped).
+      heap_limit_for_stopped(current, cap)
     });
   }
   let metering = job.budget.meter_this_thread();
