@@ -12,6 +12,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { casesProgram, fromNodeWorker, inNodeWorker, mismatches, mount, type Mounted } from './helpers.js'
 
 const cases: string[] = [
+  // TextDecoder: the Latin-1 labels name windows-1252
+  ...['windows-1252', 'latin1', 'ascii', 'iso-8859-1'].map(
+    (label) => `[...new TextDecoder('${label}').decode(Uint8Array.from({ length: 256 }, (_, i) => i))].map((c) => c.codePointAt(0))`,
+  ),
   // global, navigator
   '[typeof global, global === globalThis, Object.getOwnPropertyDescriptor(globalThis, "global").enumerable]',
   '[typeof navigator, navigator.hardwareConcurrency, navigator.language, navigator.languages, navigator.userAgent, navigator.platform]',

@@ -78,6 +78,13 @@ class TextEncoder {
   }
 }
 
+// What windows-1252 (which the Latin-1 labels name) makes of bytes 0x80 to
+// 0x9f, WHATWG's index: the euro sign, typographic quotes, dashes; the
+// five bytes it leaves unassigned keep their own code points, and every
+// other byte is Latin-1's.
+const WINDOWS_1252_0X80 =
+  "\u20ac\u0081\u201a\u0192\u201e\u2026\u2020\u2021\u02c6\u2030\u0160\u2039\u0152\u008d\u017d\u008f" +
+  "\u0090\u2018\u2019\u201c\u201d\u2022\u2013\u2014\u02dc\u2122\u0161\u203a\u0153\u009d\u017e\u0178";
 const LABELS = { __proto__: null, "utf-8": "utf-8", utf8: "utf-8", "unicode-1-1-utf-8": "utf-8", "utf-16le": "utf-16le", "utf-16": "utf-16le", latin1: "windows-1252", "iso-8859-1": "windows-1252", ascii: "windows-1252", "windows-1252": "windows-1252" };
 
 function bytesOf(input) {
@@ -123,7 +130,10 @@ class TextDecoder {
     const stream = !!(options && options.stream);
     if (this.#encoding === "windows-1252") {
       let out = "";
-      for (let i = 0; i < bytes.length; i++) out += StringFromCharCode(bytes[i]);
+      for (let i = 0; i < bytes.length; i++) {
+        const b = bytes[i];
+        out += b >= 0x80 && b < 0xa0 ? WINDOWS_1252_0X80[b - 0x80] : StringFromCharCode(b);
+      }
       return out;
     }
     if (this.#encoding === "utf-16le") {
