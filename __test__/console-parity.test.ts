@@ -85,6 +85,7 @@ const base: string[] = [
   // custom inspect
   "({ [Symbol.for('nodejs.util.inspect.custom')]() { return 'custom!' } })",
   "({ [Symbol.for('nodejs.util.inspect.custom')]() { return { replaced: true } } })",
+  "({ [Symbol.for('nodejs.util.inspect.custom')](depth, options) { return options.stylize('styled', 'special') + ':' + Object.keys(options).join() } })",
   // collection iterators (previewed without being advanced)
   "new Map([['a', 1], ['b', { c: 2 }]]).entries()", "new Map([['a', 1]]).keys()", "new Map([['a', [1, 2]]]).values()",
   'new Set([1, 2, 3]).values()', "new Set(['x']).entries()", '(() => { const it = new Set([1, 2, 3]).values(); it.next(); return it })()',

@@ -128,6 +128,8 @@
   const getPromiseDetails = core.getPromiseDetails;
   const getProxyDetails = core.getProxyDetails;
   const customInspectSymbol = p.SymbolFor("nodejs.util.inspect.custom");
+  /** The `stylize` a custom inspect function gets: logs have no colors. */
+  const stylizeNoColor = (text) => text;
 
   // Console output follows the util.inspect of the Node that hosts the
   // runtime, as the reference backend's does (it renders with the host's
@@ -443,6 +445,8 @@
         // (`depth` included, whatever the nesting), beside the remaining depth.
         const options = {
           __proto__: null,
+          // Without colors Node's stylize gives the text back as it is.
+          stylize: stylizeNoColor,
           showHidden: false,
           depth: ctx.depth,
           colors: false,
