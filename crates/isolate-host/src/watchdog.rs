@@ -88,9 +88,10 @@ const MIN_TICK: Duration = Duration::from_micros(500);
 const IDLE_TICK: Duration = Duration::from_secs(3600);
 /// The CPU a stopped run may still spend on its thread before the host is
 /// ended to stop it (see the module doc): far past what a stop takes
-/// anywhere V8 checks for it (a few ms; `node bench/overshoot.mjs`), and
-/// past the slowest of the single built-in calls the sandbox makes
-/// interruptible (12_interruptible.js), well short of a compile's minutes.
+/// anywhere V8 checks for it (a few ms; `node bench/overshoot.mjs`, which
+/// also finds the built-in calls 12_interruptible.js leaves alone running
+/// under a second past one: `toUpperCase` of megabytes), well short of a
+/// compile's minutes.
 pub const UNSTOPPABLE_AFTER: Duration = Duration::from_secs(2);
 /// The longest sleep while a run computes: how late a stop made by another
 /// thread (which does not wake the watchdog) is first seen.
