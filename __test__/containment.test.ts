@@ -72,7 +72,7 @@ describe('work V8 cannot interrupt', () => {
       expect(result.error?.kind).toBe('abort')
       // The harness settles an aborted run at once; the host ends once the
       // run has computed past its stop for as long as it may.
-      await until(() => one.runtime.stats().hostRestarts === 1)
+      await until(() => one.runtime.stats().hostRestarts >= 1)
       expect(await one.run('return 1')).toEqual({ logs: [], value: 1 })
     } finally {
       await one.dispose()

@@ -140,6 +140,10 @@ const routes: Array<[string, string, Ending]> = [
   ['JSON.parse of 5 million nested arrays', "return JSON.parse('['.repeat(5e6) + ']'.repeat(5e6)).length", 'external'],
   ['timers that never fire', 'for (;;) setTimeout(() => {}, 1e9)', 'heap'],
   ['host calls that are never answered', "for (;;) tools.never('a'.repeat(100))", 'heap'],
+  // V8's parser holds its work outside the heap (~50 bytes a unit for this
+  // one: ~1 GiB unchecked); code from strings is admitted by its size.
+  ["new Function of a 24 MB source", "return typeof new Function('x+'.repeat(1.2e7) + 'x')", 'external'],
+  ['direct eval of a 12 MB expression, refused and caught', "const one = 1; try { eval('one+'.repeat(3e6) + 'one') } catch { for (;;) {} }", 'external'],
   ["eval of a 40 MB array literal", "let s = '['; for (let i = 0; i < 4e6; i++) s += i + ','; return eval(s + ']').length", 'heap'],
   ['a regular expression that backtracks', "return /(a|aa)+$/.test('a'.repeat(5e5) + 'b')", 'timeout'],
 ]
@@ -312,6 +316,14 @@ describe('the built-ins replaced by proxies behave as in Node', () => {
       `const long = JSON.stringify(Array.from({ length: 20000 }, (_, i) => ({ i, s: '[{"' + i })));
        return [JSON.parse('{"a":[1,{"b":2}]}', (k, v) => (typeof v === 'number' ? v * 10 : v)),
          JSON.parse({ toString: () => '[1,2]' }), JSON.parse(long).length]`,
+    ],
+    [
+      'code compiled from strings',
+      `const local = 2; const AsyncFunction = (async () => {}).constructor; const GeneratorFunction = function* () {}.constructor;
+       let syntax; try { eval('1 +') } catch (e) { syntax = [e.name, e.message] }
+       return [eval('local * 21'), (0, eval)('typeof local'), eval(5), new Function('a', 'b', 'return a + b')(1, 2), Function('return typeof this')(),
+         String(new AsyncFunction('a', 'return a')), String(new Function('a', 'b', 'return a + b')), [...new GeneratorFunction('yield 1; yield 2')()], eval('1+'.repeat(2000) + '1'),
+         Function.prototype.constructor === Function, syntax]`,
     ],
     ['JSON.parse of a Symbol', "try { JSON.parse(Symbol('x')) } catch (e) { return e.message }"],
     ['JSON.parse of a long broken text', "try { JSON.parse('[' + ' '.repeat(70000)) } catch (e) { return [e.name, e.message] }"],

@@ -151,6 +151,26 @@ impl ExternalMemory {
     }
   }
 
+  /// Whether `bytes` that V8 or a built-in is about to hold for a moment
+  /// (a compile's zones, `JSON.parse`'s nesting) fit beside what the
+  /// account holds; nothing is counted. On the isolate's thread: before a
+  /// refusal garbage is collected (what the program dropped is freed only
+  /// then), and a refusal stops the run, as any crossing of the cap does.
+  pub fn admit_transient(&self, isolate: &mut v8::Isolate, bytes: usize) -> bool {
+    let fits = || self.used().checked_add(bytes).is_some_and(|total| total <= self.limit);
+    if fits() {
+      return true;
+    }
+    isolate.low_memory_notification();
+    if fits() {
+      return true;
+    }
+    if let Some(run) = lock(&self.run).as_ref() {
+      run.stop(StopReason::ExternalMemory);
+    }
+    false
+  }
+
   /// Count `len` bytes that are already allocated; past the cap a
   /// pressure check is requested.
   pub fn charge(&self, len: usize) {

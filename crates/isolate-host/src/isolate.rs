@@ -10,6 +10,7 @@ use deno_error::JsErrorBox;
 use dsh_sandbox_ext::dsh_sandbox;
 
 use crate::allocator::capped_allocator;
+use crate::code_from_strings;
 use crate::config::RuntimeConfig;
 use crate::external_memory::ExternalMemory;
 use crate::heap_peak::HeapPeak;
@@ -198,6 +199,7 @@ impl PreparedIsolate {
     })
     .map_err(|error| format!("creating an isolate failed: {error}"))?;
     external_memory.bind_isolate(runtime.v8_isolate().thread_safe_handle());
+    code_from_strings::admit_by_size(&mut runtime, external_memory.clone());
     let heap_peak = Arc::new(HeapPeak::default());
     heap_peak.watch(runtime.v8_isolate());
     // The sandbox's own making (the snapshot's heap, the seal) and any GC

@@ -15,6 +15,7 @@ mod allocator;
 pub mod bridge;
 mod budget;
 mod clocks;
+mod code_from_strings;
 pub mod control;
 mod cpu_placement;
 mod external_memory;

@@ -293,12 +293,8 @@ impl SandboxHost for RunHost {
     self.external_memory.check(isolate, v8_buffers)
   }
 
-  fn admit_transient_memory(&self, bytes: usize) -> bool {
-    let admitted = self.external_memory.reserve(bytes);
-    if admitted {
-      self.external_memory.release(bytes);
-    }
-    admitted
+  fn admit_transient_memory(&self, isolate: &mut v8::Isolate, bytes: usize) -> bool {
+    self.external_memory.admit_transient(isolate, bytes)
   }
 
   fn charge_external_memory(&self, bytes: f64) -> Option<Box<dyn FnOnce()>> {

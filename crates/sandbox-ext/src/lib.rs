@@ -247,8 +247,9 @@ pub trait SandboxHost {
   /// if it is still over.
   fn memory_check(&self, isolate: &mut v8::Isolate, v8_buffers: bool) -> bool;
   /// Whether `bytes` of memory a built-in is about to hold for a moment
-  /// fit under the cap; false (and the run stopped) if not.
-  fn admit_transient_memory(&self, bytes: usize) -> bool;
+  /// fit under the cap (after a GC, if they do not at first); false (and
+  /// the run stopped) if not.
+  fn admit_transient_memory(&self, isolate: &mut v8::Isolate, bytes: usize) -> bool;
   /// Charge `bytes` of memory outside the heap; the returned function
   /// gives them back. `None` past the cap (the run is stopped unless a
   /// later charge fits).
@@ -615,7 +616,7 @@ fn op_dsh_json_nesting_admitted(state: &mut OpState, scope: &mut v8::PinScope, t
       v8::ValueViewData::TwoByte(units) => json_nesting(units),
     }
   };
-  host.admit_transient_memory(depth.saturating_mul(JSON_NESTING_LEVEL_BYTES))
+  host.admit_transient_memory(scope, depth.saturating_mul(JSON_NESTING_LEVEL_BYTES))
 }
 
 /// Buffer: the UTF-8 length of `text` as Node counts it (V8's count: a
