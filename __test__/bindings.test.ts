@@ -68,6 +68,44 @@ describe('namespaces', () => {
     expect(result).toEqual({ logs: [], value: [1, 2, 3] })
   })
 
+  it('are the program\'s parameters, not globals, as the reference backend hands them (then the console)', async () => {
+    const programs = [
+      'return [typeof globalThis.tools, typeof tools, typeof ToolError, typeof globalThis.ToolError, typeof kv.get, arguments.length]',
+      'const tools = 1; return tools',
+      'let ToolError = 1; return ToolError',
+      'const console = 1; return console',
+      'var tools = 2; return tools',
+      'tools = 3; return tools',
+      'try { await tools.fail({}) } catch (e) { return [e instanceof ToolError, e.name, e.tool, String(e)] }',
+      'function f() { return typeof tools } return [f(), eval("typeof kv"), (0, eval)("typeof kv"), new Function("return typeof tools")()]',
+    ]
+    const bindings = () => [
+      {
+        global: 'tools',
+        functions: {
+          fail: async () => {
+            throw new Error('nope')
+          },
+        },
+        errorClass: { name: 'ToolError', memberNameProperty: 'tool' },
+      },
+      { global: 'kv', functions: { get: async () => 1 } },
+    ]
+    // A syntax error's first line: the reference's message goes on with its
+    // worker's stack, ours with the program's position.
+    const outcome = (result: { value?: unknown; error?: { kind: string; message: string } }) =>
+      result.error ? [result.error.kind, result.error.message.split('\n')[0].replace(/ at program\.ts:\d+:\d+$/, '')] : result.value
+    const reference = await mountReference()
+    try {
+      for (const program of programs) {
+        const expected = outcome(await reference.run(program, { bindings: bindings() }))
+        expect([program, outcome(await m.run(program, { bindings: bindings() }))]).toEqual([program, expected])
+      }
+    } finally {
+      await reference.dispose()
+    }
+  })
+
   it.each([
     [[{ global: '$tools', functions: {} }], /not a usable identifier/],
     [[{ global: 'lambda', functions: {} }], /not a usable identifier/],

@@ -565,7 +565,12 @@ fn start_program(
   let PreparedIsolate { runtime, install, watch, .. } = isolate;
   deno_core::scope!(scope, runtime);
   v8::tc_scope!(let scope, scope);
-  let source_text = format!("(async function () {{'use strict';\n{code}\n}})");
+  // The bindings, then the console, are parameters, as the reference
+  // backend hands them (`new AsyncFunction(...globals, ...errorClasses,
+  // 'console', body)`); the descriptor admits only identifiers as names.
+  let mut parameters = bindings.program_parameters();
+  parameters.push("console");
+  let source_text = format!("(async function ({}) {{'use strict';\n{code}\n}})", parameters.join(", "));
   let source = v8::String::new(scope, &source_text).ok_or("the program is too large")?;
   let name = v8::String::new(scope, PROGRAM_NAME).ok_or("out of memory")?;
   let origin = v8::ScriptOrigin::new(scope, name.into(), -1, 0, false, 0, None, false, false, false, None);
@@ -580,13 +585,18 @@ fn start_program(
   let Ok(descriptor) = deno_core::serde_v8::to_v8(scope, bindings) else {
     return Err("the bindings could not be handed to the isolate".to_owned());
   };
-  if install.call(scope, undefined, &[descriptor]).is_none() {
+  let Some(arguments) = install.call(scope, undefined, &[descriptor]) else {
     return Err(compile_error(scope));
+  };
+  let arguments = v8::Local::<v8::Array>::try_from(arguments).map_err(|_| "the driver did not return the bindings")?;
+  let arguments: Vec<_> = (0..arguments.length()).filter_map(|index| arguments.get_index(scope, index)).collect();
+  if arguments.len() != parameters.len() {
+    return Err("the driver did not return the bindings".to_owned());
   }
   // Called from here, not from JS: the program's stack has nothing beneath it.
   let program =
     v8::Local::<v8::Function>::try_from(program).map_err(|_| "the program did not compile to a function")?;
-  let Some(completion) = program.call(scope, undefined, &[]) else {
+  let Some(completion) = program.call(scope, undefined, &arguments) else {
     return Err(compile_error(scope));
   };
   let watch = v8::Local::new(scope, &*watch);

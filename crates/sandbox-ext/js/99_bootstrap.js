@@ -155,9 +155,12 @@
   }
 
   /**
-   * Build the per-run globals the program sees: one null-prototype object of
-   * async functions per binding namespace, and one error class per
-   * namespace that declares one.
+   * Build what the program is handed: one null-prototype object of async
+   * functions per binding namespace, and one error class per namespace
+   * that declares one. Returned in the order of the program function's
+   * parameters (`run.rs`, `program_parameters`): the namespaces, then the
+   * error classes. Parameters, not globals, as the reference hands them:
+   * `globalThis.tools` is undefined, `const tools = 1` is a SyntaxError.
    */
   function installBindings(descriptor) {
     // Calls waiting for the host. One run per isolate, so this table is
@@ -222,6 +225,8 @@
     }
 
     const namespaces = descriptor.namespaces;
+    const namespaceValues = [];
+    const errorClasses = [];
     for (let n = 0; n < namespaces.length; n++) {
       const ns = namespaces[n];
       let ErrorClass;
@@ -235,7 +240,7 @@
           }
         };
         ObjectDefineProperty(ErrorClass, "name", { __proto__: null, value: name });
-        defineGlobal(name, ErrorClass, false);
+        p.ArrayPrototypePush(errorClasses, ErrorClass);
       }
       // A rejection's stack is the program's: V8's async stack traces give
       // the awaiting call sites (`at async program.ts:L:C`) at no cost per
@@ -301,17 +306,21 @@
         // program's `tools.search = ...` throws instead of rewiring a tool.
         ObjectDefineProperty(target, memberName, { __proto__: null, value: call, enumerable: true, writable: false, configurable: false });
       }
-      defineGlobal(ns.global, target, false);
+      p.ArrayPrototypePush(namespaceValues, target);
     }
+    for (let i = 0; i < errorClasses.length; i++) p.ArrayPrototypePush(namespaceValues, errorClasses[i]);
+    return namespaceValues;
   }
 
   /**
    * Before the program: install its bindings and the failure channel
    * (unhandled rejections and throws in timer callbacks fail the run).
+   * Returns the program function's arguments: the bindings
+   * (`installBindings`), then the console.
    */
   let failure;
   function install(descriptor) {
-    installBindings(descriptor);
+    const parameters = installBindings(descriptor);
     timers.holdCallbacks();
     failure = SafePromiseWithResolvers();
     core.setUnhandledPromiseRejectionHandler((_promise, reason) => {
@@ -319,6 +328,9 @@
       return true;
     });
     core.setHandledPromiseRejectionHandler(() => {});
+    // The last parameter: the console, as the reference hands its own.
+    p.ArrayPrototypePush(parameters, programConsole);
+    return parameters;
   }
 
   /**
@@ -382,7 +394,7 @@
    * making them again.
    */
   function defineGlobals() {
-    globalThis.console = makeConsole();
+    globalThis.console = programConsole;
     // Enumerable, as Node's is.
     defineGlobal("global", globalThis, true);
     // In load order: Object.keys(globalThis) lists them as Node's does.
@@ -393,6 +405,8 @@
     }
   }
 
+  /** The console the program finds as its global and as its last parameter. */
+  const programConsole = makeConsole();
   defineGlobals();
   provide("run", {
     __proto__: null,
