@@ -57,10 +57,12 @@
   }
 
   // A throw inside a timer callback fails the run (docs/CONTRACT.md §8).
+  // The callback's `this` is the caller's `self`: as in Node, its Timeout
+  // or Immediate.
   function guarded(callback, args) {
-    return () => {
+    return (self) => {
       try {
-        ReflectApply(callback, undefined, args);
+        ReflectApply(callback, self, args);
       } catch (error) {
         registry.run.reportFailure(error);
       }
@@ -106,7 +108,7 @@
       deliver(() => {
         // A one-shot leaves the pending ones when it runs.
         if (!this.#repeat) p.MapPrototypeDelete(timers, this.#id);
-        this.#run();
+        this.#run(this);
       }, () => this.#changes === changes);
     }
     #armed() {
@@ -263,7 +265,7 @@
       // The first of a queue to run takes the queue with it.
       if (immediate === head) head = tail = null;
       spend(immediate);
-      deliver(run, always);
+      deliver(() => run(immediate), always);
     }, () => !immediate._destroyed), 0, undefined, false, true, false);
     p.WeakMapPrototypeSet(immediateTimers, immediate, timer);
     return immediate;

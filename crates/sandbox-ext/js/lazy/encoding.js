@@ -2,12 +2,15 @@
 // TextEncoder, TextDecoder (utf-8, utf-16le, latin1), atob and btoa,
 // behaving as Node's do. A lazy module (14_lazy_globals.js).
 //
-// Takes: primordials, lazyGlobals (the domException module). Makes
-// TextEncoder, TextDecoder, atob, btoa; gives the other modules utf8Encode.
+// Takes: primordials, native (core), nodeErrors, lazyGlobals (the
+// domException module). Makes TextEncoder, TextDecoder, atob, btoa; gives
+// the other modules utf8Encode.
 "use strict";
 
 const {
   primordials: p,
+  native: { core },
+  nodeErrors: { nodeError, invalidArgType },
   lazyGlobals: { load },
 } = dsh;
 const { domException } = load("domException");
@@ -87,14 +90,22 @@ const WINDOWS_1252_0X80 =
   "\u0090\u2018\u2019\u201c\u201d\u2022\u2013\u2014\u02dc\u2122\u0161\u203a\u0153\u009d\u017e\u0178";
 const LABELS = { __proto__: null, "utf-8": "utf-8", utf8: "utf-8", "unicode-1-1-utf-8": "utf-8", "utf-16le": "utf-16le", "utf-16": "utf-16le", latin1: "windows-1252", "iso-8859-1": "windows-1252", ascii: "windows-1252", "windows-1252": "windows-1252" };
 
-function bytesOf(input) {
+/**
+ * The bytes decode() reads: a view's, or a whole ArrayBuffer or
+ * SharedArrayBuffer. Anything else is refused as Node refuses it, in the
+ * words of its decoder for `encoding`: utf-8's and utf-16le's are C++ (a
+ * fixed message, a plain toString), windows-1252's JS (Node 22's words;
+ * later Nodes word it otherwise).
+ */
+function bytesOf(input, encoding) {
   if (input === undefined) return new Uint8Array(0);
   if (p.ArrayBufferIsView(input)) return new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
-  try {
-    return new Uint8Array(input);
-  } catch {
-    throw new TypeError('The "input" argument must be an instance of ArrayBuffer or ArrayBufferView');
-  }
+  if (core.isAnyArrayBuffer(input)) return new Uint8Array(input);
+  if (encoding === "windows-1252") throw invalidArgType("input", ["ArrayBuffer", "ArrayBufferView"], input);
+  const name = encoding === "utf-8" ? "list" : "input";
+  const error = new TypeError(`The "${name}" argument must be an instance of SharedArrayBuffer, ArrayBuffer or ArrayBufferView.`);
+  p.ObjectDefineProperty(error, "code", { __proto__: null, value: "ERR_INVALID_ARG_TYPE", enumerable: true, writable: true, configurable: true });
+  throw error;
 }
 
 class TextDecoder {
@@ -119,7 +130,7 @@ class TextDecoder {
     return this.#ignoreBOM;
   }
   decode(input, options = {}) {
-    let bytes = bytesOf(input);
+    let bytes = bytesOf(input, this.#encoding);
     if (this.#pending.length) {
       const joined = new Uint8Array(this.#pending.length + bytes.length);
       for (let i = 0; i < this.#pending.length; i++) joined[i] = this.#pending[i];
@@ -209,8 +220,11 @@ class TextDecoder {
 const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 const invalidCharacter = (message, caller) => domException(message, "InvalidCharacterError", caller);
 
+/** Node's error for atob() and btoa() called with nothing. */
+const missingInput = (caller) => nodeError(TypeError, "ERR_MISSING_ARGS", 'The "input" argument must be specified', caller);
+
 function btoa(data) {
-  if (arguments.length === 0) throw new TypeError('The "data" argument must be specified');
+  if (arguments.length === 0) throw missingInput(btoa);
   const str = String(data);
   let out = "";
   for (let i = 0; i < str.length; i += 3) {
@@ -224,26 +238,39 @@ function btoa(data) {
   return out;
 }
 
+// The characters forgiving-base64 admits (WHATWG infra), ASCII whitespace
+// first, as Node's atob lists them.
+const ASCII_WHITESPACE = " \t\n\f\r";
+
+/**
+ * Forgiving-base64 decode, checked as Node's atob checks it: any other
+ * character, an `=` before the end or more than two of them, or `=` where
+ * the length leaves a remainder, is "Invalid character"; a length that
+ * leaves one character over, "not correctly encoded".
+ */
 function atob(data) {
-  if (arguments.length === 0) throw new TypeError('The "data" argument must be specified');
+  if (arguments.length === 0) throw missingInput(atob);
+  const input = `${data}`;
   let str = "";
-  const input = String(data);
+  let equalSigns = 0;
   for (let i = 0; i < input.length; i++) {
     const c = input[i];
-    if (c !== " " && c !== "\t" && c !== "\n" && c !== "\f" && c !== "\r") str += c;
+    if (p.StringPrototypeIncludes(ASCII_WHITESPACE, c)) continue;
+    if (c === "=") equalSigns++;
+    else if (equalSigns > 0 || p.StringPrototypeIndexOf(B64, c) === -1) throw invalidCharacter("Invalid character", atob);
+    if (equalSigns > 2) throw invalidCharacter("Invalid character", atob);
+    str += c;
   }
-  if (str.length % 4 === 0) {
-    if (p.StringPrototypeEndsWith(str, "==")) str = p.StringPrototypeSlice(str, 0, -2);
-    else if (p.StringPrototypeEndsWith(str, "=")) str = p.StringPrototypeSlice(str, 0, -1);
-  }
-  if (str.length % 4 === 1) throw invalidCharacter("The string to be decoded is not correctly encoded.", atob);
+  let remainder = str.length % 4;
+  if (remainder === 0) remainder = (str.length - equalSigns) % 4;
+  else if (equalSigns > 0) throw invalidCharacter("Invalid character", atob);
+  if (remainder === 1) throw invalidCharacter("The string to be decoded is not correctly encoded.", atob);
+  str = p.StringPrototypeSlice(str, 0, str.length - equalSigns);
   let out = "";
   let buffer = 0;
   let bits = 0;
   for (let i = 0; i < str.length; i++) {
-    const v = p.StringPrototypeIndexOf(B64, str[i]);
-    if (v === -1) throw invalidCharacter("Invalid character", atob);
-    buffer = (buffer << 6) | v;
+    buffer = ((buffer << 6) | p.StringPrototypeIndexOf(B64, str[i])) & 0xffffff;
     bits += 6;
     if (bits >= 8) {
       bits -= 8;
