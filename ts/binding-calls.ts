@@ -202,6 +202,6 @@ export class BindingCalls {
     }
     // A resolve function never throws; whatever the thenable does (a
     // throwing `then` getter or call) becomes a rejection.
-    new NativePromise((resolve) => resolve(pending)).then(onValue, onError)
+    PromiseThen(new NativePromise((resolve) => resolve(pending)), onValue, onError)
   }
 }
