@@ -283,6 +283,13 @@ impl Supervisor {
       let with = match fate {
         Fate::Disposed => stopped(&StopReason::Disposed, &self.settings.config),
         Fate::Aborted(reason) => stopped(&StopReason::Abort(reason), &self.settings.config),
+        Fate::Unstoppable(kind, message) => {
+          // It ends hosts: resubmitted, it runs in a host of its own.
+          let program = record.program.clone();
+          state.quarantine.add(&program, Instant::now());
+          state.runs_lost += 1;
+          FinishWith::Failure(kind, message)
+        }
         Fate::PlacedAgain { alone } | Fate::Reexecuted { alone } => {
           record.alone = alone;
           if let Fate::Reexecuted { .. } = fate {

@@ -44,6 +44,10 @@ pub(super) struct RunRecord {
   /// Its current execution is not the run its history records: it is
   /// being stopped on its host, and settles with this.
   pub(super) diverged: Option<Divergence>,
+  /// Its host named it as stopped and computing past what a stop may take
+  /// (`FromHost::Unstoppable`), with the failure its stop makes: the host
+  /// is ending because of it, and it settles with this.
+  pub(super) unstoppable: Option<(FailureKind, Vec<u16>)>,
   /// Its next placement is in a host of its own: it may end its host
   /// (see [`MAX_HOSTS_OF_ONE_RUN`]).
   pub(super) alone: bool,
@@ -80,6 +84,7 @@ impl RunRecord {
       history_over: None,
       lost_host: None,
       diverged: None,
+      unstoppable: None,
       alone: false,
       seed,
       program,
@@ -95,6 +100,9 @@ pub(super) enum Fate {
   Disposed,
   /// Its caller aborted it (the host may not have stopped it yet).
   Aborted(Vec<u16>),
+  /// Its host named it as the stopped run it could not free, and ended:
+  /// it fails as its stop makes it fail, and it is the culprit.
+  Unstoppable(FailureKind, Vec<u16>),
   /// It had not started: it is placed again, in a host of its own or not.
   PlacedAgain {
     alone: bool,
@@ -131,6 +139,9 @@ pub(super) fn fate(record: &mut RunRecord, disposing: bool, alone_host: bool, de
   }
   if let Some(reason) = record.aborted.take() {
     return Fate::Aborted(reason);
+  }
+  if let Some((kind, message)) = record.unstoppable.take() {
+    return Fate::Unstoppable(kind, message);
   }
   if let Some(divergence) = record.diverged {
     let end = record.lost_host.clone().unwrap_or_else(|| described.to_owned());

@@ -350,7 +350,7 @@ fn a_host_that_breaks_the_protocol_ends_its_runs_never_the_harness() {
   // Each: a frame that must not decode, or a message the host has no
   // right to send (valid frames from the protocol's encoder, malformed
   // ones by altering its bytes), and why the harness refuses it.
-  let cases: [(&str, String, &str); 16] = [
+  let cases: [(&str, String, &str); 17] = [
     ("unknown-tag", "0100000063".into(), "unknown frame tag 99 from a host"),
     ("field-cut-short", "03000000020102".into(), "a frame ends inside a field (4 bytes wanted, 2 left)"),
     (
@@ -363,6 +363,14 @@ fn a_host_that_breaks_the_protocol_ends_its_runs_never_the_harness() {
       "log-for-another-run",
       format!("journal:{}", hex_of(&FromHost::Log { run_id: 999, text: vec![0x41] })),
       "a log entry for run 999, which is not on this host",
+    ),
+    (
+      "unstoppable-for-another-run",
+      format!(
+        "journal:{}",
+        hex_of(&FromHost::Unstoppable { run_id: 999, kind: FailureKind::Timeout, message: vec![0x41] })
+      ),
+      "run 999 named as unstoppable, but it is not running on this host",
     ),
     // Each stream carries its own frames only.
     (
@@ -568,9 +576,18 @@ fn what_becomes_of_a_run_whose_host_ended() {
     fate(&mut diverged, false, false, end),
     Fate::Lost("the first end".into(), HostLoss::Diverged(Divergence::FinishedEarly))
   );
+  // Named by its host as the stopped run it ended for: it fails with its
+  // stop's failure, on a shared host or its own, never executed again.
+  let budget = (FailureKind::Timeout, vec![u16::from(b't')]);
+  for alone_host in [false, true] {
+    let mut unstoppable = record();
+    unstoppable.unstoppable = Some(budget.clone());
+    assert_eq!(fate(&mut unstoppable, false, alone_host, end), Fate::Unstoppable(budget.0, budget.1.clone()));
+  }
   // The caller's abort, and disposal, win.
   let mut aborted = waiting();
   aborted.aborted = Some(vec![u16::from(b'x')]);
+  aborted.unstoppable = Some(budget);
   assert_eq!(fate(&mut aborted, false, false, end), Fate::Aborted(vec![u16::from(b'x')]));
   assert_eq!(fate(&mut waiting(), true, false, end), Fate::Disposed);
 }

@@ -130,6 +130,12 @@ impl RunEvents for JournalEvents {
     dsh_protocol::frame::encode_readings(&mut frame, run_id, cpu_us, readings);
     self.journal.write(&frame);
   }
+
+  fn unstoppable(&self, run_id: u32, kind: FailureKind, message: &[u16]) {
+    let mut frame = Vec::new();
+    FromHost::Unstoppable { run_id, kind, message: message.to_vec() }.encode(&mut frame);
+    self.journal.write(&frame);
+  }
 }
 
 fn main() {

@@ -70,6 +70,10 @@ pub trait RunEvents: Send + Sync {
   /// Readings of the run's clocks, sent before its next log entry or call
   /// (`clocks.rs`), with the CPU charged to the run then (in us).
   fn readings(&self, run_id: u32, cpu_us: f64, readings: &Readings);
+  /// The run was stopped and its thread cannot be freed (`watchdog.rs`):
+  /// the host ends next. `kind` and `message` are the failure its stop
+  /// would have settled it with.
+  fn unstoppable(&self, run_id: u32, kind: FailureKind, message: &[u16]);
 }
 
 /// What a run thread shares with every run it executes.

@@ -234,7 +234,7 @@ impl Scheduler {
       work: Condvar::new(),
       occupancy: Arc::default(),
       handles: Mutex::default(),
-      watchdog: Watchdog::start(runs.clone())?,
+      watchdog: Watchdog::start(runs.clone(), events.clone(), &config)?,
       config,
       runs,
       bridge,
@@ -850,6 +850,7 @@ mod tests {
     fn started(&self, _run_id: u32) {}
     fn log(&self, _run_id: u32, _text: &[u16]) {}
     fn readings(&self, _run_id: u32, _cpu_us: f64, _readings: &dsh_protocol::readings::Readings) {}
+    fn unstoppable(&self, _run_id: u32, _kind: crate::ledger::FailureKind, _message: &[u16]) {}
   }
 
   /// Delivers a run's completion to `send`.

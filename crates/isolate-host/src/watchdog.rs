@@ -17,28 +17,37 @@
 //! one call of a built-in over a huge input. A stopped run (by any
 //! thread: a budget here, an abort or disposal on the channel, the run's
 //! own caps) that its thread still computes for [`UNSTOPPABLE_AFTER`] of
-//! its CPU ends the host: no other way frees the thread, and the
-//! harness's rules for a host's death settle the run (stopped by the
-//! harness: as stopped; else, computing, as the suspect that ends a host
-//! of one run too) and go on with the others on other hosts.
+//! its CPU ends the host: no other way frees the thread. Before it ends,
+//! the host names the run in its journal with the failure its stop would
+//! have settled it with ([`RunEvents::unstoppable`]): the harness settles
+//! the run so (a run it stopped itself, aborted or disposed of, as it
+//! stopped it), neither executing it again nor blaming the end on the
+//! runs beside it, which its rules for a host's death carry on elsewhere.
 //!
 //! [`RunBudget`]: crate::budget::RunBudget
+//! [`RunEvents::unstoppable`]: crate::run::RunEvents::unstoppable
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::budget::Phase;
+use crate::config::RuntimeConfig;
 use crate::live_runs::LiveRuns;
 use crate::lock::lock;
+use crate::run::RunEvents;
 use crate::time_left::left_of;
-use dsh_protocol::failure::StopReason;
+use dsh_protocol::failure::{failure, StopReason};
 
 struct Shared {
   /// Set when the watchdog is to stop.
   shutdown: Mutex<bool>,
   changed: Condvar,
   runs: Arc<LiveRuns>,
+  /// Where an unstoppable run is named before the host ends.
+  events: Arc<dyn RunEvents>,
+  /// For the failure an unstoppable run's stop makes (its numbers).
+  config: RuntimeConfig,
 }
 
 /// The watchdog thread.
@@ -50,8 +59,9 @@ pub struct Watchdog {
 impl Watchdog {
   /// Watch the live runs of `runs`, each from its registration until it
   /// ends or the watchdog stops it.
-  pub fn start(runs: Arc<LiveRuns>) -> std::io::Result<Watchdog> {
-    let shared = Arc::new(Shared { shutdown: Mutex::new(false), changed: Condvar::new(), runs });
+  pub fn start(runs: Arc<LiveRuns>, events: Arc<dyn RunEvents>, config: &RuntimeConfig) -> std::io::Result<Watchdog> {
+    let shared =
+      Arc::new(Shared { shutdown: Mutex::new(false), changed: Condvar::new(), runs, events, config: config.clone() });
     let thread = dsh_named_thread::spawn("dsh-v8-watchdog", {
       let shared = shared.clone();
       move || watch_loop(&shared)
@@ -114,11 +124,15 @@ fn watch_loop(shared: &Shared) {
       }
       if phase == Phase::Computing {
         next = next.min(COMPUTING_TICK);
-        if let (Some(_), Some(now)) = (run.control().reason(), budget.metered_now()) {
+        if let (Some(stop), Some(now)) = (run.control().reason(), budget.metered_now()) {
           let past_stop = now.saturating_sub(run.cpu_at_stop(now));
           match left_of(UNSTOPPABLE_AFTER, past_stop) {
             Some(left) => next = next.min(left.max(MIN_TICK)),
-            None => end_host_for_unstoppable(),
+            None => {
+              let (kind, message) = failure(&stop, &shared.config);
+              shared.events.unstoppable(run.run_id(), kind, &message);
+              end_host_for_unstoppable()
+            }
           }
         }
       }

@@ -7,7 +7,8 @@
 //! that someone acts on when it arrives; the harness's reader thread waits
 //! on it. The **journal** ([`JOURNAL_FD`], host to harness only) carries
 //! what the harness needs only by the time a run ends or its host dies: a
-//! run's start and its log entries ([`FromHost::is_journal_entry`]). Nobody
+//! run's start, its log entries and clock readings, and the run a host
+//! ends for ([`FromHost::is_journal_entry`]). Nobody
 //! waits on the journal, so writing to it wakes nobody (a `console.log`
 //! costs the run one write, not a thread hop in the harness), and what was
 //! written is in the kernel, so a host that dies loses none of it. The
@@ -333,6 +334,12 @@ pub enum FromHost {
   Readings { run_id: u32, cpu_us: f64, readings: Readings },
   /// The journal's buffer is full and a run waits to write to it: read it.
   JournalFull,
+  /// On the journal. The run was stopped, and its thread went on computing
+  /// past what a stop may take (work V8 cannot interrupt: the host's
+  /// watchdog, `UNSTOPPABLE_AFTER`): the host ends next. Its outcome is
+  /// this failure, the one its stop would have settled it with, so the
+  /// harness neither executes it again nor blames the end on it.
+  Unstoppable { run_id: u32, kind: FailureKind, message: Vec<u16> },
   /// Calls from programs to host functions.
   Calls(Vec<BindingCall>),
   /// The run finished: what this execution of it cost, and its
@@ -598,6 +605,7 @@ const REFUSED: u8 = 6;
 const STATS: u8 = 7;
 const JOURNAL_FULL: u8 = 8;
 const READINGS: u8 = 9;
+const UNSTOPPABLE: u8 = 10;
 
 // Encodings of an out-of-band string inside CALLS (LATIN1, UTF16) and of
 // a reply's texts inside REPLIES (UTF8, LATIN1).
@@ -861,7 +869,10 @@ impl FromHost {
   /// every other one travels on the channel. One on the wrong stream breaks
   /// the protocol.
   pub fn is_journal_entry(&self) -> bool {
-    matches!(self, FromHost::Started { .. } | FromHost::Log { .. } | FromHost::Readings { .. })
+    matches!(
+      self,
+      FromHost::Started { .. } | FromHost::Log { .. } | FromHost::Readings { .. } | FromHost::Unstoppable { .. }
+    )
   }
 
   /// Append this message as one frame, its long one-byte strings
@@ -917,6 +928,9 @@ impl FromHost {
       FromHost::Refused { run_id } => FrameWriter::new(out, REFUSED).u32(*run_id).finish(),
       FromHost::Readings { run_id, cpu_us, readings } => encode_readings(out, *run_id, *cpu_us, readings),
       FromHost::JournalFull => FrameWriter::new(out, JOURNAL_FULL).finish(),
+      FromHost::Unstoppable { run_id, kind, message } => {
+        FrameWriter::new(out, UNSTOPPABLE).u32(*run_id).u8(kind.code()).utf16(message).finish()
+      }
       FromHost::Stats { seq, stats } => stats.encode(FrameWriter::new(out, STATS).u64(*seq)).finish(),
     }
   }
@@ -983,12 +997,7 @@ impl FromHost {
         let completion = match fields.u8()? {
           NO_VALUE => Completion::NoValue,
           VALUE => Completion::Value(fields.text()?),
-          FAILURE => {
-            let code = fields.u8()?;
-            let kind =
-              FailureKind::from_code(code).ok_or_else(|| ProtocolError(format!("unknown failure kind {code}")))?;
-            Completion::Failure { kind, message: fields.utf16()? }
-          }
+          FAILURE => Completion::Failure { kind: fields.failure_kind()?, message: fields.utf16()? },
           tag => return Err(ProtocolError(format!("unknown completion tag {tag}"))),
         };
         FromHost::Finished { run_id, cost, completion }
@@ -996,6 +1005,9 @@ impl FromHost {
       REFUSED => FromHost::Refused { run_id: fields.u32()? },
       READINGS => FromHost::Readings { run_id: fields.u32()?, cpu_us: fields.f64()?, readings: fields.readings()? },
       JOURNAL_FULL => FromHost::JournalFull,
+      UNSTOPPABLE => {
+        FromHost::Unstoppable { run_id: fields.u32()?, kind: fields.failure_kind()?, message: fields.utf16()? }
+      }
       STATS => FromHost::Stats { seq: fields.u64()?, stats: HostStats::decode(&mut fields)? },
       tag => return Err(ProtocolError(format!("unknown frame tag {tag} from a host"))),
     };
@@ -1046,6 +1058,11 @@ impl<'a> Fields<'a> {
 
   fn u32(&mut self) -> Result<u32, ProtocolError> {
     Ok(u32::from_le_bytes(self.array()?))
+  }
+
+  fn failure_kind(&mut self) -> Result<FailureKind, ProtocolError> {
+    let code = self.u8()?;
+    FailureKind::from_code(code).ok_or_else(|| ProtocolError(format!("unknown failure kind {code}")))
   }
 
   fn u64(&mut self) -> Result<u64, ProtocolError> {
@@ -1267,6 +1284,7 @@ mod tests {
     });
     round_trip_from_host(FromHost::Refused { run_id: 5 });
     round_trip_from_host(FromHost::JournalFull);
+    round_trip_from_host(FromHost::Unstoppable { run_id: 4, kind: FailureKind::Timeout, message: vec![0x41, 0xd800] });
     round_trip_from_host(FromHost::Readings { run_id: 2, cpu_us: 1.5, readings: some_readings() });
     round_trip_from_host(FromHost::Readings { run_id: 2, cpu_us: 0.0, readings: Readings::default() });
     round_trip_from_host(FromHost::Stats {
