@@ -92,12 +92,16 @@ impl Supervisor {
         }
         _ => return Err(format!("a log entry for run {run_id}, which is not on this host")),
       },
-      FromHost::Unstoppable { run_id, kind, message } => match state.runs.get_mut(&run_id) {
-        Some(record) if record.host == Some(host.generation) && record.started => {
-          record.unstoppable = Some((kind, message));
+      // A run that finished as its host named it (its `Finished` crossed
+      // first) is left as it finished; a host naming a run it does not
+      // hold changes nothing.
+      FromHost::Unstoppable { run_id, kind, message } => {
+        if let Some(record) = state.runs.get_mut(&run_id).filter(|record| record.host == Some(host.generation)) {
+          if record.started {
+            record.unstoppable = Some((kind, message));
+          }
         }
-        _ => return Err(format!("run {run_id} named as unstoppable, but it is not running on this host")),
-      },
+      }
       FromHost::Readings { run_id, cpu_us, readings } => match state.runs.get_mut(&run_id) {
         Some(record) if record.host == Some(host.generation) => {
           record.history.charged(cpu_us);

@@ -140,12 +140,14 @@ pub(super) fn fate(record: &mut RunRecord, disposing: bool, alone_host: bool, de
   if let Some(reason) = record.aborted.take() {
     return Fate::Aborted(reason);
   }
-  if let Some((kind, message)) = record.unstoppable.take() {
-    return Fate::Unstoppable(kind, message);
-  }
+  // A divergence wins over what its host said of it, as it wins over a
+  // completion: the host stopped it for diverging.
   if let Some(divergence) = record.diverged {
     let end = record.lost_host.clone().unwrap_or_else(|| described.to_owned());
     return Fate::Lost(end, HostLoss::Diverged(divergence));
+  }
+  if let Some((kind, message)) = record.unstoppable.take() {
+    return Fate::Unstoppable(kind, message);
   }
   if lost >= MAX_HOSTS_LOST {
     return Fate::Lost(described.to_owned(), HostLoss::TooManyHosts);

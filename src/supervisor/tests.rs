@@ -350,7 +350,7 @@ fn a_host_that_breaks_the_protocol_ends_its_runs_never_the_harness() {
   // Each: a frame that must not decode, or a message the host has no
   // right to send (valid frames from the protocol's encoder, malformed
   // ones by altering its bytes), and why the harness refuses it.
-  let cases: [(&str, String, &str); 17] = [
+  let cases: [(&str, String, &str); 16] = [
     ("unknown-tag", "0100000063".into(), "unknown frame tag 99 from a host"),
     ("field-cut-short", "03000000020102".into(), "a frame ends inside a field (4 bytes wanted, 2 left)"),
     (
@@ -363,14 +363,6 @@ fn a_host_that_breaks_the_protocol_ends_its_runs_never_the_harness() {
       "log-for-another-run",
       format!("journal:{}", hex_of(&FromHost::Log { run_id: 999, text: vec![0x41] })),
       "a log entry for run 999, which is not on this host",
-    ),
-    (
-      "unstoppable-for-another-run",
-      format!(
-        "journal:{}",
-        hex_of(&FromHost::Unstoppable { run_id: 999, kind: FailureKind::Timeout, message: vec![0x41] })
-      ),
-      "run 999 named as unstoppable, but it is not running on this host",
     ),
     // Each stream carries its own frames only.
     (
@@ -584,6 +576,11 @@ fn what_becomes_of_a_run_whose_host_ended() {
     unstoppable.unstoppable = Some(budget.clone());
     assert_eq!(fate(&mut unstoppable, false, alone_host, end), Fate::Unstoppable(budget.0, budget.1.clone()));
   }
+  // A divergence wins over its host's word.
+  let mut diverged_unstoppable = record();
+  diverged_unstoppable.diverged = Some(Divergence::Log(1));
+  diverged_unstoppable.unstoppable = Some(budget.clone());
+  assert_eq!(fate(&mut diverged_unstoppable, false, false, end), lost(HostLoss::Diverged(Divergence::Log(1))));
   // The caller's abort, and disposal, win.
   let mut aborted = waiting();
   aborted.aborted = Some(vec![u16::from(b'x')]);

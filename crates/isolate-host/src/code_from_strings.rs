@@ -51,9 +51,12 @@ pub fn admit_by_size(runtime: &mut deno_core::JsRuntime, account: Arc<ExternalMe
   scope.get_current_context().set_allow_generation_from_strings(false);
 }
 
-/// V8's `ModifyCodeGenerationFromStringsResult` (v8-callbacks.h): a bool,
-/// then a `MaybeLocal<String>` (one pointer, null when empty). Sixteen
-/// bytes of two integer words: returned in registers, as C++ returns it.
+/// V8's `ModifyCodeGenerationFromStringsResult` (v8-callbacks.h of the
+/// V8 the `v8` crate pins, 150.4.0): a bool, then a `MaybeLocal<String>`
+/// (one pointer, null when empty; `Local` is trivially copyable there).
+/// Sixteen bytes of two integer words, returned in registers as C++
+/// returns it. The mangled name below checks the parameters' types at
+/// link time, not this layout: a `v8` upgrade must check the header.
 #[repr(C)]
 struct CodeGenerationVerdict {
   codegen_allowed: bool,

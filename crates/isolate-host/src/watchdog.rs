@@ -21,8 +21,8 @@
 //! the host names the run in its journal with the failure its stop would
 //! have settled it with ([`RunEvents::unstoppable`]): the harness settles
 //! the run so (a run it stopped itself, aborted or disposed of, as it
-//! stopped it), neither executing it again nor blaming the end on the
-//! runs beside it, which its rules for a host's death carry on elsewhere.
+//! stopped it) instead of executing it again to find out; the runs beside
+//! it are carried on by its rules for any host's death.
 //!
 //! [`RunBudget`]: crate::budget::RunBudget
 //! [`RunEvents::unstoppable`]: crate::run::RunEvents::unstoppable

@@ -337,8 +337,9 @@ pub enum FromHost {
   /// On the journal. The run was stopped, and its thread went on computing
   /// past what a stop may take (work V8 cannot interrupt: the host's
   /// watchdog, `UNSTOPPABLE_AFTER`): the host ends next. Its outcome is
-  /// this failure, the one its stop would have settled it with, so the
-  /// harness neither executes it again nor blames the end on it.
+  /// this failure, the one its stop would have settled it with: the
+  /// harness does not execute it again to find out whether it ends hosts
+  /// (it does: its program is quarantined).
   Unstoppable { run_id: u32, kind: FailureKind, message: Vec<u16> },
   /// Calls from programs to host functions.
   Calls(Vec<BindingCall>),

@@ -3,8 +3,8 @@
 // behaving as Node's do. A lazy module (14_lazy_globals.js).
 //
 // Takes: primordials, native (core), nodeErrors, lazyGlobals (the
-// domException module). Makes TextEncoder, TextDecoder, atob, btoa; gives
-// the other modules utf8Encode.
+// domException module), and `host` (its Node line). Makes TextEncoder,
+// TextDecoder, atob, btoa; gives the other modules utf8Encode.
 "use strict";
 
 const {
@@ -92,18 +92,22 @@ const LABELS = { __proto__: null, "utf-8": "utf-8", utf8: "utf-8", "unicode-1-1-
 
 /**
  * The bytes decode() reads: a view's, or a whole ArrayBuffer or
- * SharedArrayBuffer. Anything else is refused as Node refuses it, in the
- * words of its decoder for `encoding`: utf-8's and utf-16le's are C++ (a
- * fixed message, a plain toString), windows-1252's JS (Node 22's words;
- * later Nodes word it otherwise).
+ * SharedArrayBuffer. Anything else is refused as the harness's Node
+ * refuses it, in the words of its decoder for `encoding`: utf-8's and
+ * utf-16le's are C++ (a fixed message, a plain toString); windows-1252's
+ * is C++ in Node 22 and JS (Node's argument error, naming what it got)
+ * from Node 24.
  */
 function bytesOf(input, encoding) {
   if (input === undefined) return new Uint8Array(0);
   if (p.ArrayBufferIsView(input)) return new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
   if (core.isAnyArrayBuffer(input)) return new Uint8Array(input);
-  if (encoding === "windows-1252") throw invalidArgType("input", ["ArrayBuffer", "ArrayBufferView"], input);
-  const name = encoding === "utf-8" ? "list" : "input";
-  const error = new TypeError(`The "${name}" argument must be an instance of SharedArrayBuffer, ArrayBuffer or ArrayBufferView.`);
+  if (encoding === "windows-1252" && host.nodeMajor >= 24) throw invalidArgType("input", ["ArrayBuffer", "ArrayBufferView"], input);
+  const message =
+    encoding === "windows-1252"
+      ? 'The "input" argument must be an instance of ArrayBuffer, SharedArrayBuffer, or ArrayBufferView.'
+      : `The "${encoding === "utf-8" ? "list" : "input"}" argument must be an instance of SharedArrayBuffer, ArrayBuffer or ArrayBufferView.`;
+  const error = new TypeError(message);
   p.ObjectDefineProperty(error, "code", { __proto__: null, value: "ERR_INVALID_ARG_TYPE", enumerable: true, writable: true, configurable: true });
   throw error;
 }

@@ -370,36 +370,6 @@ function callRef(object, symbol, name) {
   if (typeof fn === "function") ReflectApply(fn, object, []);
 }
 
-/** Node's refusal of a descriptor `process.env` does not take. */
-function envDescriptorRefused(message) {
-  return errors.nodeError(p.TypeError, "ERR_INVALID_OBJECT_DEFINE_PROPERTY", `'process.env' ${message}`);
-}
-
-/**
- * `process.env`: empty (the host's environment is not the program's), and,
- * as Node's, holding strings only: a value set or defined is converted
- * with `${value}` (a Symbol, as key or value, throws as Node's does), and
- * only a configurable, writable, enumerable data descriptor is taken.
- */
-const env = new p.Proxy(
-  {},
-  {
-    __proto__: null,
-    set(target, key, value) {
-      defineAssigned(target, `${key}`, `${value}`);
-      return true;
-    },
-    defineProperty(target, key, descriptor) {
-      if ("get" in descriptor || "set" in descriptor) throw envDescriptorRefused("does not accept an accessor(getter/setter) descriptor");
-      if (!descriptor.configurable || !descriptor.writable || !descriptor.enumerable) {
-        throw envDescriptorRefused("only accepts a configurable, writable, and enumerable data descriptor");
-      }
-      defineAssigned(target, `${key}`, `${descriptor.value}`);
-      return true;
-    },
-  },
-);
-
 // A literal, whose members are defined, not assigned: a setter the program
 // put on Object.prototype before its first touch of process takes none.
 const process = {
@@ -413,7 +383,7 @@ const process = {
   // the host's process ids say nothing about the run (README, "process").
   pid: 1,
   ppid: 0,
-  env,
+  env: {},
   argv: [],
   execArgv: [],
   platform: "sandbox",
