@@ -106,6 +106,19 @@ describe('namespaces', () => {
     }
   })
 
+  it('an immediate set after a tool\'s reply runs before a timer set beside it, as in the reference backend', async () => {
+    const program =
+      "const out = []; await tools.echo(1); setTimeout(() => out.push('t'), 0); setImmediate(() => out.push('i')); setTimeout(() => out.push('t2'), 1); setImmediate(() => out.push('i2')); await new Promise((r) => setTimeout(r, 10)); return out"
+    const reference = await mountReference()
+    try {
+      const expected = await reference.run(program, { bindings: tools(echo().fns) })
+      expect(expected.value).toEqual(['i', 'i2', 't', 't2'])
+      expect(await m.run(program, { bindings: tools(echo().fns) })).toEqual(expected)
+    } finally {
+      await reference.dispose()
+    }
+  })
+
   it.each([
     [[{ global: '$tools', functions: {} }], /not a usable identifier/],
     [[{ global: 'lambda', functions: {} }], /not a usable identifier/],

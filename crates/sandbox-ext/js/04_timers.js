@@ -184,21 +184,39 @@
   // Node's Immediate: its own properties are what Node's has (console shows
   // them), pending ones linked in order through _idleNext / _idlePrev as in
   // Node's queue, with the async ids counted from this run's start.
+  //
+  // They run in deno_core's check phase, after the phase that took the
+  // tools' replies, as Node runs them after I/O: an immediate set in an
+  // event runs before a timer set beside it, whatever the timer's delay
+  // (as in the reference, whose programs run in I/O callbacks). The
+  // program's own queue runs from one internal entry of deno_core's queue
+  // per phase (`checkPhase`), so that deno_core never touches the program's
+  // objects; keeping the loop alive is counted per refed immediate
+  // (`core.immediateRefCount`).
   const kRefed = p.Symbol("refed");
   const kAsyncId = p.Symbol("asyncId");
   const kTriggerId = p.Symbol("triggerId");
   const kAsyncContextFrame = p.Symbol("kAsyncContextFrame");
-  const immediateTimers = new p.WeakMap();
+  /** Each pending immediate's firing (made when it is set: 17_event_order.js numbers it then). */
+  const immediateFirings = new p.WeakMap();
   let nextAsyncId = 2;
   // The queue of immediates not yet run; the ones that run together leave
   // it together (Node detaches the whole queue when it starts running it).
   let head = null;
   let tail = null;
+  /** deno_core's check phase will run the queue: an entry is in its queue. */
+  let checkPhaseQueued = false;
   // Node 22 leaves a spent immediate's _argv and sets _onImmediate to null;
   // 24 and later set both to undefined.
   let spentIsUndefined = false;
 
+  /** An immediate leaves the ones that keep the run alive (refed ones count). */
+  function release(immediate) {
+    if (immediate[kRefed] === true) core.immediateRefCount(false);
+  }
+
   function spend(immediate) {
+    release(immediate);
     immediate._destroyed = true;
     immediate[kRefed] = null;
     if (spentIsUndefined) {
@@ -218,6 +236,39 @@
     immediate._idlePrev = null;
   }
 
+  /**
+   * deno_core's check phase: run the queue as it stands (immediates set
+   * meanwhile wait for the next phase, as in Node), skipping those cleared
+   * on the way, with the ticks and promise jobs of each run before the next.
+   */
+  function checkPhase() {
+    checkPhaseQueued = false;
+    const queue = [];
+    for (let immediate = head; immediate !== null; immediate = immediate._idleNext) p.ArrayPrototypePush(queue, immediate);
+    head = tail = null;
+    for (let i = 0; i < queue.length; i++) {
+      const immediate = queue[i];
+      if (immediate._destroyed) continue;
+      if (i > 0) core.runNextTicks();
+      p.WeakMapPrototypeGet(immediateFirings, immediate)();
+    }
+  }
+
+  /** Have deno_core's next check phase run the queue. */
+  function queueCheckPhase() {
+    if (checkPhaseQueued) return;
+    checkPhaseQueued = true;
+    // A fresh entry each time: deno_core spends the one it runs.
+    core.queueImmediate({
+      _idleNext: null,
+      _idlePrev: null,
+      _onImmediate: checkPhase,
+      _argv: undefined,
+      _destroyed: false,
+      [core.kRefed]: false,
+    });
+  }
+
   class Immediate {
     constructor(callback, args) {
       this._idleNext = null;
@@ -231,15 +282,17 @@
       this[kAsyncContextFrame] = undefined;
     }
     ref() {
-      const timer = p.WeakMapPrototypeGet(immediateTimers, this);
-      if (timer !== undefined && !this._destroyed) core.refTimer(timer);
-      if (!this._destroyed) this[kRefed] = true;
+      if (!this._destroyed && this[kRefed] === false) {
+        this[kRefed] = true;
+        core.immediateRefCount(true);
+      }
       return this;
     }
     unref() {
-      const timer = p.WeakMapPrototypeGet(immediateTimers, this);
-      if (timer !== undefined && !this._destroyed) core.unrefTimer(timer);
-      if (!this._destroyed) this[kRefed] = false;
+      if (!this._destroyed && this[kRefed] === true) {
+        this[kRefed] = false;
+        core.immediateRefCount(false);
+      }
       return this;
     }
     hasRef() {
@@ -253,6 +306,7 @@
   function setImmediate(callback, ...args) {
     if (typeof callback !== "function") throw registry.nodeErrors.invalidArgType("callback", "Function", callback);
     const immediate = new Immediate(callback, args);
+    core.immediateRefCount(true);
     if (tail !== null) {
       tail._idleNext = immediate;
       immediate._idlePrev = tail;
@@ -261,23 +315,20 @@
     }
     tail = immediate;
     const run = guarded(callback, args);
-    const timer = core.createTimer(ordered(() => {
-      // The first of a queue to run takes the queue with it.
-      if (immediate === head) head = tail = null;
+    const firing = ordered(() => {
       spend(immediate);
       deliver(() => run(immediate), always);
-    }, () => !immediate._destroyed), 0, undefined, false, true, false);
-    p.WeakMapPrototypeSet(immediateTimers, immediate, timer);
+    }, () => !immediate._destroyed);
+    p.WeakMapPrototypeSet(immediateFirings, immediate, firing);
+    queueCheckPhase();
     return immediate;
   }
 
   function clearImmediate(immediate) {
     if (immediate === null || typeof immediate !== "object" || immediate._destroyed) return;
-    const timer = p.WeakMapPrototypeGet(immediateTimers, immediate);
-    if (timer === undefined) return;
+    if (p.WeakMapPrototypeGet(immediateFirings, immediate) === undefined) return;
     spend(immediate);
     unlink(immediate);
-    core.cancelTimer(timer);
   }
 
   // [name, value, enumerable]: the globals 99_bootstrap.js defines.
