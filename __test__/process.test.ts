@@ -148,6 +148,10 @@ describe('emitWarning writes Node\'s line', () => {
       'every form, the --trace-warnings hint once, then the event',
       "process.emitWarning('careful'); process.emitWarning('old', 'DeprecationWarning', 'DEP0999'); process.emitWarning('x', { type: 'CustomWarning', code: 'C1', detail: 'more' }); process.emitWarning(new Error('as an error')); process.emitWarning('typed', 'MyWarning'); const seen = []; process.on('warning', (w) => seen.push([w.name, w.message, w.code ?? null])); process.emitWarning('heard'); await new Promise((r) => setTimeout(r, 5)); return seen",
     ],
+    [
+      'timers warn of the delays Node sets to 1 ms',
+      "const seen = []; process.on('warning', (w) => seen.push([w.name, w.message])); for (const delay of [2 ** 31, -1, -2, NaN, 'abc', undefined, null, 0.5, Infinity, '2147483648', 2147483647.5, -Infinity]) setTimeout(() => {}, delay); clearInterval(setInterval(() => {}, 2 ** 32)); await new Promise((r) => setTimeout(r, 5)); return seen",
+    ],
     ['a warning that is not a string or Error', 'try { process.emitWarning(5) } catch (e) { return [e.name, e.code, e.message] }'],
     ['a type that is not a string', "try { process.emitWarning('x', 5) } catch (e) { return [e.name, e.code, e.message] }"],
     ['a code that is not a string', "try { process.emitWarning('x', 'T', 5) } catch (e) { return [e.name, e.code, e.message] }"],

@@ -4,7 +4,8 @@
 // is handed out as Node's Timeout shape, so Node-style code runs.
 //
 // Takes: primordials, native (core); when called, nodeErrors
-// (13_node_errors.js), eventOrder (17_event_order.js) and run
+// (13_node_errors.js), lazyGlobals (14_lazy_globals.js: the process, to
+// warn of a delay Node corrects), eventOrder (17_event_order.js) and run
 // (99_bootstrap.js), which load later.
 // Provides timers: { holdCallbacks, releaseCallbacks, queueTask, setTimer,
 // followNodeLine(host), globals }.
@@ -167,8 +168,37 @@
 
   function schedule(callback, delay, args, repeat) {
     if (typeof callback !== "function") throw registry.nodeErrors.invalidArgType("callback", "Function", callback);
-    const ms = +delay;
-    return new Timeout(guarded(callback, args), ms >= 1 ? ms : 1, repeat);
+    // As Node coerces it (a BigInt throws as there).
+    const ms = delay * 1;
+    if (!(ms >= 1 && ms <= TIMEOUT_MAX)) warnOfDelay(ms, delay);
+    return new Timeout(guarded(callback, args), ms >= 1 && ms <= TIMEOUT_MAX ? ms : 1, repeat);
+  }
+
+  // A delay Node sets to 1 ms, it warns of (lib/internal/timers.js): one
+  // past a 32-bit signed integer each time; from Node 24, a negative one
+  // and one that is not a number (given, not left out), the first time of
+  // each. The warning is the program's process's (process.emitWarning, as
+  // Node calls it), whose line lands in the logs as the reference's
+  // worker writes it to its stderr.
+  const TIMEOUT_MAX = 2 ** 31 - 1;
+  let warnsOfNegativeAndNaN = false;
+  let warnedOfNegative = false;
+  let warnedOfNaN = false;
+  function warnOfDelay(ms, given) {
+    let warning;
+    if (ms > TIMEOUT_MAX) {
+      warning = ["does not fit into a 32-bit signed integer.", "TimeoutOverflowWarning"];
+    } else if (warnsOfNegativeAndNaN && ms < 0 && !warnedOfNegative) {
+      warnedOfNegative = true;
+      warning = ["is a negative number.", "TimeoutNegativeWarning"];
+    } else if (warnsOfNegativeAndNaN && ms !== ms && given !== undefined && !warnedOfNaN) {
+      warnedOfNaN = true;
+      warning = ["is not a number.", "TimeoutNaNWarning"];
+    } else {
+      return;
+    }
+    const { process } = registry.lazyGlobals.load("process");
+    process.emitWarning(`${ms} ${warning[0]}\nTimeout duration was set to 1.`, warning[1]);
   }
   /** Clear by Timeout or by its id (a number, or its string), as Node does. */
   function clear(handle) {
@@ -378,6 +408,7 @@
     setTimer: (callback, delay) => schedule(callback, delay, [], false),
     followNodeLine(host) {
       spentIsUndefined = host.nodeMajor >= 24;
+      warnsOfNegativeAndNaN = host.nodeMajor >= 24;
     },
     globals: p.ObjectFreeze(globals),
   });
