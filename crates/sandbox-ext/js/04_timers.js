@@ -170,8 +170,9 @@
     if (typeof callback !== "function") throw registry.nodeErrors.invalidArgType("callback", "Function", callback);
     // As Node coerces it (a BigInt throws as there).
     const ms = delay * 1;
-    if (!(ms >= 1 && ms <= TIMEOUT_MAX)) warnOfDelay(ms, delay);
-    return new Timeout(guarded(callback, args), ms >= 1 && ms <= TIMEOUT_MAX ? ms : 1, repeat);
+    const kept = ms >= 1 && ms <= TIMEOUT_MAX;
+    if (!kept) warnOfDelay(ms, delay);
+    return new Timeout(guarded(callback, args), kept ? ms : 1, repeat);
   }
 
   // A delay Node sets to 1 ms, it warns of (lib/internal/timers.js): one

@@ -225,7 +225,7 @@
     }
 
     const namespaces = descriptor.namespaces;
-    const namespaceValues = [];
+    const parameters = [];
     const errorClasses = [];
     for (let n = 0; n < namespaces.length; n++) {
       const ns = namespaces[n];
@@ -306,10 +306,10 @@
         // program's `tools.search = ...` throws instead of rewiring a tool.
         ObjectDefineProperty(target, memberName, { __proto__: null, value: call, enumerable: true, writable: false, configurable: false });
       }
-      p.ArrayPrototypePush(namespaceValues, target);
+      p.ArrayPrototypePush(parameters, target);
     }
-    for (let i = 0; i < errorClasses.length; i++) p.ArrayPrototypePush(namespaceValues, errorClasses[i]);
-    return namespaceValues;
+    for (let i = 0; i < errorClasses.length; i++) p.ArrayPrototypePush(parameters, errorClasses[i]);
+    return parameters;
   }
 
   /**
