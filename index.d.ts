@@ -416,8 +416,8 @@ export interface NativeStats {
   hostPids: Array<number>
   /**
    * Each protection of the isolate hosts (`seccomp`, `noNewPrivs`,
-   * `landlock`, `namespaces`, `noDumps`, `oomFirst`), true when every host
-   * alive has it in effect.
+   * `landlock`, `namespaces`, `noDumps`, `oomFirst`, `compilerZones`),
+   * true when every host alive has it in effect.
    */
   sandbox: Record<string, boolean>
   /**

@@ -67,6 +67,9 @@ describe('work V8 cannot interrupt', () => {
 
   it('aborted, settles as aborted, and its host, whose thread it held, is replaced', async () => {
     const one = await mount({ computeMs: 120_000, maxWallMs: 120_000, isolateHosts: 1 })
+    // Should the host never be replaced (seen once in a full suite, never
+    // alone), what the runtime said of itself then.
+    onTestFailed(() => console.error(`stats at the failure: ${JSON.stringify(one.runtime.stats())}`))
     try {
       const controller = new AbortController()
       const running = one.run(compileBomb, { signal: controller.signal })

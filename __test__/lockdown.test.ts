@@ -73,6 +73,7 @@ function status(path: string): Record<string, string> {
 describe('a locked-down host, seen from outside', () => {
   it('says every protection is in effect on this machine (requireSandbox started it)', () => {
     expect(m.runtime.stats().sandbox).toEqual({
+      compilerZones: true,
       landlock: true,
       namespaces: true,
       noDumps: true,

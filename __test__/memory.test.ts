@@ -7,6 +7,7 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { RUN_REPORT, type V8CodeRunReport } from '../lib/index.js'
 import { mount, tools, type Mounted } from './helpers.js'
 
 const HEAP_MB = 64
@@ -178,6 +179,76 @@ describe('a loop V8 stops late at the heap cap', () => {
         expect(peak - before).toBeLessThan(2 * HEAP_MB + STOPPED_ROOM_MB + ALLOWANCE_MB)
         expect(await one.run('return 1')).toEqual({ logs: [], value: 1 })
       }
+    } finally {
+      await one.dispose()
+    }
+  })
+})
+
+/**
+ * The room V8's compilers have past the external cap before a run is
+ * stopped, and again before a compile its stop waits for ends the host
+ * (crates/isolate-host/src/compiler_zones.rs, `ZONE_ROOM`).
+ */
+const ZONE_ROOM_MB = 64
+
+describe('a compile V8 cannot interrupt, past the bound on its zones', () => {
+  // Compiling a regular expression holds ~225 bytes a unit of its source in
+  // zones outside the heap, with no stack check V8 could stop it at, and no
+  // embedder asked first: unchecked, each of these held ~900 MiB under a
+  // 32 MiB cap, and returned true.
+  const bombs = [
+    ['new RegExp of 4 MB of alternatives, tested', "return new RegExp('a|'.repeat(2e6) + 'b').test('zzb')"],
+    ["String#match with 4 MB of alternatives as its pattern", "return 'zzb'.match('a|'.repeat(2e6) + 'b') !== null"],
+  ]
+  // Parsing the source (as the expression is made) holds ~40 bytes a
+  // unit, past the cap and its room already: where the watchdog looks
+  // during the parse, the run stops as the parse returns; where it looks
+  // only once the compile runs, the host ends. Either way the run fails at
+  // a cap, executed once, and the host's memory stays bounded.
+  it.each(bombs)('%s: fails at a cap, executed once, its host bounded (ended if it compiled on); the next run works', async (_, program) => {
+    const one = await mount({ maxOldGenerationSizeMb: HEAP_MB, maxExternalMemoryMb: EXTERNAL_MB, computeMs: 60_000, maxWallMs: 120_000, isolateHosts: 1 })
+    const reports: V8CodeRunReport[] = []
+    const off = one.ctx.on(RUN_REPORT, (report) => void reports.push(report))
+    try {
+      // Once a run has been answered, its host is ready and has said what it has.
+      expect(await one.run('return 1')).toEqual({ logs: [], value: 1 })
+      expect(one.runtime.stats().sandbox.compilerZones).toBe(true)
+      const [host] = one.runtime.stats().hostPids
+      const status = () => readFileSync(`/proc/${host}/status`, 'utf8')
+      const before = kib(status(), /^VmRSS:\s+(\d+) kB/m) / 1024
+      writeFileSync(`/proc/${host}/clear_refs`, '5')
+      // The host dies at the end: its high-water mark is read while it lives.
+      let peak = before
+      const watch = setInterval(() => {
+        try {
+          const mark = kib(status(), /^VmHWM:\s+(\d+) kB/m) / 1024
+          if (Number.isFinite(mark)) peak = Math.max(peak, mark)
+        } catch {}
+      }, 1)
+      const result = await one.run(program)
+      clearInterval(watch)
+      // At the external cap; or at the heap's, where the compile ended
+      // before the watchdog looked (a loaded machine) and its code filled
+      // the heap.
+      expect(result.error?.kind).toBe('worker-exit')
+      expect(result.error?.message).toMatch(new RegExp(`${EXTERNAL.source}|${HEAP.source}`))
+      expect(peak - before).toBeLessThan(EXTERNAL_MB + 2 * ZONE_ROOM_MB + ALLOWANCE_MB)
+      const exit = one.runtime.stats().lastHostExit
+      if (exit !== undefined) expect(exit).toMatch(/a run's compile held \d+ MiB outside the heap after it was stopped/)
+      expect(reports.at(-1)?.reexecutions).toBe(0)
+      expect(await one.run('return 1')).toEqual({ logs: [], value: 1 })
+    } finally {
+      off()
+      await one.dispose()
+    }
+  })
+
+  it('a regular expression whose zones fit the cap and its room compiles', async () => {
+    const one = await mount({ maxExternalMemoryMb: EXTERNAL_MB, isolateHosts: 1 })
+    try {
+      // ~45 MiB of zones: past the cap, within its room.
+      expect(await one.run("return new RegExp('a|'.repeat(1e5) + 'b').test('zzb')")).toEqual({ logs: [], value: true })
     } finally {
       await one.dispose()
     }

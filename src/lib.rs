@@ -117,8 +117,8 @@ macro_rules! native_stats {
       /// order of their places, then the hosts of one run.
       pub host_pids: Vec<u32>,
       /// Each protection of the isolate hosts (`seccomp`, `noNewPrivs`,
-      /// `landlock`, `namespaces`, `noDumps`, `oomFirst`), true when every host
-      /// alive has it in effect.
+      /// `landlock`, `namespaces`, `noDumps`, `oomFirst`, `compilerZones`),
+      /// true when every host alive has it in effect.
       pub sandbox: BTreeMap<String, bool>,
       /// Hosts replaced because their resident memory stayed above
       /// `hostMaxRssMb` (also counted in `hostRestarts`).

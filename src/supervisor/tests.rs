@@ -488,7 +488,7 @@ fn require_sandbox_refuses_a_host_that_could_not_lock_itself_down() {
     refused,
     format!(
       "the isolate host did not start: the isolate host could not lock itself down \
-       (seccomp, landlock, namespaces, noDumps refused by this machine) and requireSandbox is set \
+       (seccomp, landlock, namespaces, noDumps, compilerZones refused by this machine) and requireSandbox is set \
        (the host executable: {})",
       executable.display()
     )

@@ -20,7 +20,9 @@
 //! hold at most twice the cap.
 //!
 //! The program itself is compiled by the host (`run.rs`, `Script::compile`),
-//! which asks no callback; its size is the caller's.
+//! which asks no callback; its zones, and a regular expression's (which V8
+//! compiles without asking either), are bounded from outside by the
+//! watchdog (`compiler_zones.rs`).
 
 use std::sync::Arc;
 

@@ -12,16 +12,25 @@ use std::sync::{Arc, Mutex};
 use deno_core::v8;
 use tokio::sync::Notify;
 
+use crate::compiler_zones::ZoneMeter;
 use crate::lock::lock;
 
 /// Why a run was stopped (defined with the failure each reason reports).
 use dsh_protocol::failure::StopReason;
 
+/// The isolate a run's program runs on, as the other threads reach it.
+pub struct AttachedIsolate {
+  /// To terminate its JS.
+  pub handle: v8::IsolateHandle,
+  /// Its compilers' zones (none where the host could not locate them).
+  pub zones: Option<ZoneMeter>,
+}
+
 /// The shared stop switch of one run.
 #[derive(Default)]
 pub struct RunControl {
   reason: Mutex<Option<StopReason>>,
-  isolate: Mutex<Option<v8::IsolateHandle>>,
+  isolate: Mutex<Option<AttachedIsolate>>,
   /// Set once the program settled: later stop requests change nothing.
   settled: AtomicBool,
   wake: Notify,
@@ -47,7 +56,7 @@ impl RunControl {
       *slot = Some(reason);
     }
     if let Some(isolate) = lock(&self.isolate).as_ref() {
-      isolate.terminate_execution();
+      isolate.handle.terminate_execution();
     }
     self.wake.notify_one();
     if let Some(on_stop) = &self.on_stop {
@@ -78,15 +87,22 @@ impl RunControl {
   }
 
   /// Attach the isolate that runs the program (a stop that came earlier
-  /// terminates it at once); `None` detaches it when the run ends.
-  pub fn attach_isolate(&self, isolate: Option<v8::IsolateHandle>) {
+  /// terminates it at once); `None` detaches it when the run ends, before
+  /// the isolate is disposed.
+  pub fn attach_isolate(&self, isolate: Option<AttachedIsolate>) {
     let mut slot = lock(&self.isolate);
     *slot = isolate;
     if let Some(isolate) = slot.as_ref() {
       if lock(&self.reason).is_some() {
-        isolate.terminate_execution();
+        isolate.handle.terminate_execution();
       }
     }
+  }
+
+  /// What the attached isolate's compilers hold in zones now, where the
+  /// host can read it (`compiler_zones.rs`).
+  pub fn zone_bytes(&self) -> Option<usize> {
+    lock(&self.isolate).as_ref()?.zones.as_ref().map(ZoneMeter::bytes)
   }
 
   /// Resolves once the run has been stopped.

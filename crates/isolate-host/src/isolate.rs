@@ -11,6 +11,7 @@ use dsh_sandbox_ext::dsh_sandbox;
 
 use crate::allocator::capped_allocator;
 use crate::code_from_strings;
+use crate::compiler_zones;
 use crate::config::RuntimeConfig;
 use crate::external_memory::ExternalMemory;
 use crate::heap_peak::HeapPeak;
@@ -27,7 +28,7 @@ const SANDBOX_HEAP_FLOOR: usize = 16 << 20;
 
 /// A config's size in MiB (`maxOldGenerationSizeMb`, `maxExternalMemoryMb`),
 /// in bytes.
-fn mib_to_bytes(mib: f64) -> usize {
+pub fn mib_to_bytes(mib: f64) -> usize {
   (mib * MIB) as usize
 }
 
@@ -198,6 +199,7 @@ impl PreparedIsolate {
       ..Default::default()
     })
     .map_err(|error| format!("creating an isolate failed: {error}"))?;
+    compiler_zones::locate(runtime.v8_isolate());
     external_memory.bind_isolate(runtime.v8_isolate().thread_safe_handle());
     code_from_strings::admit_by_size(&mut runtime, external_memory.clone());
     let heap_peak = Arc::new(HeapPeak::default());

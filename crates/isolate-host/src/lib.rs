@@ -16,6 +16,7 @@ pub mod bridge;
 mod budget;
 mod clocks;
 mod code_from_strings;
+pub mod compiler_zones;
 pub mod control;
 mod cpu_placement;
 mod external_memory;

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use dsh_isolate_host::bindings_descriptor::BindingsDescriptor;
 use dsh_isolate_host::bridge::Bridge;
+use dsh_isolate_host::compiler_zones;
 use dsh_isolate_host::config::RuntimeConfig;
 use dsh_isolate_host::live_runs::LiveRuns;
 use dsh_isolate_host::lock::lock;
@@ -37,6 +38,7 @@ use dsh_protocol::failure::StopReason;
 use dsh_protocol::frame::{ExecutionCost, FromHost, HistoryEnd, Reply, RunSeed, SplicedFrames, ToHost, JOURNAL_FD};
 use dsh_protocol::inbox::{Inbox, Next, Watching};
 use dsh_protocol::ledger::{FailureKind, OutputLedger};
+use dsh_protocol::protections::Protection;
 use dsh_protocol::readings::Readings;
 use dsh_protocol::ring::{RingEnds, RingWriter};
 use dsh_protocol::socket::{self, send_now};
@@ -192,6 +194,8 @@ fn main() {
     eprintln!("dsh-isolate-host: {message}");
     std::process::exit(2);
   }
+  // Before the lockdown, which refuses the pipe V8's memory is read through.
+  compiler_zones::prepare();
 
   // Every run on this host, from its submission until its output exists:
   // the scheduler registers it, the bridge routes its replies, the
@@ -226,6 +230,10 @@ fn main() {
     }
   };
   lockdown::seal(&mut protections);
+  // Decided by the host's first isolate, which the scheduler is making.
+  if compiler_zones::located() {
+    protections.insert(Protection::CompilerZones);
+  }
   channel.send(&FromHost::Ready { protections });
 
   loop {

@@ -17,8 +17,9 @@ use crate::bindings_descriptor::BindingsDescriptor;
 use crate::bridge::{Argument, Bridge};
 use crate::budget::RunBudget;
 use crate::clocks::RunClocks;
+use crate::compiler_zones::ZoneMeter;
 use crate::config::RuntimeConfig;
-use crate::control::RunControl;
+use crate::control::{AttachedIsolate, RunControl};
 use crate::external_memory::ExternalMemory;
 use crate::icu_memory::ChargeIcu;
 use crate::isolate::{heap_limit_for_stopped, PreparedIsolate};
@@ -423,7 +424,11 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
   isolate.runtime.op_state().borrow_mut().put(HostSlot(host.clone()));
   isolate.external_memory.attach(Some(control.clone()));
   let icu_charged = ChargeIcu::to(&isolate.external_memory);
-  control.attach_isolate(Some(isolate.runtime.v8_isolate().thread_safe_handle()));
+  let v8_isolate = isolate.runtime.v8_isolate();
+  control.attach_isolate(Some(AttachedIsolate {
+    handle: v8_isolate.thread_safe_handle(),
+    zones: ZoneMeter::of(v8_isolate),
+  }));
   isolate.cap_heap_for_the_program();
   {
     let control = control.clone();

@@ -24,6 +24,13 @@
 //! stopped it) instead of executing it again to find out; the runs beside
 //! it are carried on by its rules for any host's death.
 //!
+//! The watchdog also reads what each run's compilers hold in zones
+//! outside the heap (`compiler_zones.rs`), every [`ZONE_TICK`] while a run
+//! is live: past the run's external-memory cap and a room for V8's own
+//! compiles it stops the run at that cap; a stopped run whose zones still
+//! grow by the room again is in a compile its stop waits for (a regular
+//! expression or a source of megabytes), and ends the host as above.
+//!
 //! [`RunBudget`]: crate::budget::RunBudget
 //! [`RunEvents::unstoppable`]: crate::run::RunEvents::unstoppable
 
@@ -32,7 +39,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::budget::Phase;
+use crate::compiler_zones::{zone_verdict, ZoneVerdict};
 use crate::config::RuntimeConfig;
+use crate::isolate::mib_to_bytes;
 use crate::live_runs::LiveRuns;
 use crate::lock::lock;
 use crate::run::RunEvents;
@@ -106,14 +115,37 @@ pub const UNSTOPPABLE_AFTER: Duration = Duration::from_secs(2);
 /// The longest sleep while a run computes: how late a stop made by another
 /// thread (which does not wake the watchdog) is first seen.
 const COMPUTING_TICK: Duration = Duration::from_millis(200);
+/// How often the live runs' compiler zones are read: a compile that
+/// grows them (~0.5 GB/s here for a regular expression) overshoots the
+/// bound by what it makes in this long. A look at the zones is a lock of
+/// the run table and atomic reads; the budgets are looked at on their own
+/// schedule.
+const ZONE_TICK: Duration = Duration::from_millis(10);
 
 fn watch_loop(shared: &Shared) {
+  let zone_cap = mib_to_bytes(shared.config.max_external_memory_mb);
   let mut shutdown = lock(&shared.shutdown);
+  let mut budgets_due = Instant::now();
   loop {
     if *shutdown {
       return;
     }
+    let zones_next = watch_zones(shared, zone_cap);
     let now = Instant::now();
+    if now < budgets_due {
+      let next = (budgets_due - now).min(zones_next);
+      shutdown = match shared.changed.wait_timeout(shutdown, next) {
+        // A wake-up (a run registered) looks at the budgets at once.
+        Ok((guard, timeout)) => {
+          if !timeout.timed_out() {
+            budgets_due = Instant::now();
+          }
+          guard
+        }
+        Err(poisoned) => poisoned.into_inner().0,
+      };
+      continue;
+    }
     let mut next = IDLE_TICK;
     // Read outside the table's lock: a CPU clock is a system call per run.
     for run in shared.runs.snapshot() {
@@ -155,11 +187,56 @@ fn watch_loop(shared: &Shared) {
         Some(left) => next = next.min(left.max(MIN_TICK)),
       }
     }
-    shutdown = match shared.changed.wait_timeout(shutdown, next) {
-      Ok((guard, _)) => guard,
+    budgets_due = now + next;
+    shutdown = match shared.changed.wait_timeout(shutdown, next.min(zones_next)) {
+      Ok((guard, timeout)) => {
+        if !timeout.timed_out() {
+          budgets_due = Instant::now();
+        }
+        guard
+      }
       Err(poisoned) => poisoned.into_inner().0,
     };
   }
+}
+
+/// Look at every live run's compiler zones; returns how soon to look
+/// again: [`ZONE_TICK`] while any run is live, since nothing wakes the
+/// watchdog when a run starts computing, or computes again after a
+/// tool's answer (each would cost a wake-up on the run's path).
+fn watch_zones(shared: &Shared, cap: usize) -> Duration {
+  let mut next = IDLE_TICK;
+  for run in shared.runs.snapshot() {
+    if run.budget().phase() != Phase::Ended {
+      next = ZONE_TICK;
+    }
+    let control = run.control();
+    let Some(zones) = control.zone_bytes() else { continue };
+    match zone_verdict(zones, cap, control.reason().is_some()) {
+      ZoneVerdict::Within => {}
+      ZoneVerdict::Stop => {
+        control.stop(StopReason::ExternalMemory);
+      }
+      ZoneVerdict::EndHost => {
+        let stop = control.reason().unwrap_or(StopReason::ExternalMemory);
+        let (kind, message) = failure(&stop, &shared.config);
+        shared.events.unstoppable(run.run_id(), kind, &message);
+        end_host_for_zones(zones)
+      }
+    }
+  }
+  next
+}
+
+/// A stopped run's compile goes on growing its zones (see the module doc):
+/// end the host, as for [`end_host_for_unstoppable`].
+fn end_host_for_zones(zones: usize) -> ! {
+  eprintln!(
+    "dsh-isolate-host: a run's compile held {} MiB outside the heap after it was stopped at its external memory cap (V8 cannot interrupt a compile), so its host was ended",
+    zones >> 20
+  );
+  // SAFETY: as in `end_host_for_unstoppable`.
+  unsafe { libc::_exit(3) }
 }
 
 /// A stopped run's thread cannot be freed (see the module doc): end the

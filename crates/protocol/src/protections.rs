@@ -1,6 +1,8 @@
 //! The protections an isolate host puts between a program that escapes V8
-//! (native code in the host) and everything else: what the host reports in
-//! `Ready`, what `stats().sandbox` shows, what `requireSandbox` demands.
+//! (native code in the host) and everything else, and the one bound on a
+//! program's memory that rests on V8's internals (its compilers' zones):
+//! what the host reports in `Ready`, what `stats().sandbox` shows, what
+//! `requireSandbox` demands.
 //!
 //! The host applies them itself (`dsh_isolate_host::lockdown`) before any
 //! program runs, so its report, sent before the first program, is its own
@@ -29,17 +31,22 @@ pub enum Protection {
   /// `oom_score_adj` 1000: the kernel's out-of-memory killer takes a host
   /// before the harness.
   OomFirst = 1 << 5,
+  /// The watchdog reads what V8's compilers hold outside the heap for each
+  /// run, and bounds it (`compiler_zones.rs` of the host: a field of V8's
+  /// own, located once as the host starts).
+  CompilerZones = 1 << 6,
 }
 
 impl Protection {
   /// Every protection, in the order `stats().sandbox` lists them.
-  pub const ALL: [Protection; 6] = [
+  pub const ALL: [Protection; 7] = [
     Protection::Seccomp,
     Protection::NoNewPrivs,
     Protection::Landlock,
     Protection::Namespaces,
     Protection::NoDumps,
     Protection::OomFirst,
+    Protection::CompilerZones,
   ];
 
   /// Its key in `stats().sandbox` (and in the README's table).
@@ -51,6 +58,7 @@ impl Protection {
       Protection::Namespaces => "namespaces",
       Protection::NoDumps => "noDumps",
       Protection::OomFirst => "oomFirst",
+      Protection::CompilerZones => "compilerZones",
     }
   }
 }
@@ -109,9 +117,9 @@ mod tests {
     some.insert(Protection::Seccomp);
     some.insert(Protection::OomFirst);
     assert_eq!(Protections::from_bits(some.bits()), Some(some));
-    assert_eq!(some.missing(), vec!["noNewPrivs", "landlock", "namespaces", "noDumps"]);
+    assert_eq!(some.missing(), vec!["noNewPrivs", "landlock", "namespaces", "noDumps", "compilerZones"]);
     assert_eq!(Protections::all().missing(), Vec::<&str>::new());
-    assert_eq!(Protections::from_bits(1 << 6), None);
+    assert_eq!(Protections::from_bits(1 << 7), None);
     assert_eq!(Protections::all().intersection(some), some);
   }
 }
