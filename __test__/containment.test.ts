@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest'
 import { RUN_REPORT, type V8CodeRunReport } from '../lib/index.js'
-import { mount, mountReference, tools, until, type Mounted } from './helpers.js'
+import { fromNodeWorker, mount, mountReference, tools, until, type Mounted } from './helpers.js'
 
 let m: Mounted
 beforeAll(async () => {
@@ -83,6 +83,44 @@ describe('work V8 cannot interrupt', () => {
       await until(() => one.runtime.stats().hostRestarts >= 1)
       expect(await one.run('return 1')).toEqual({ logs: [], value: 1 })
     } finally {
+      await one.dispose()
+    }
+  })
+})
+
+describe('programs the TypeScript strip chokes on', () => {
+  it("nested deeper than V8 compiles: Node's exception, and the host lives", async () => {
+    // 20000 parentheses: swc recurses ~3.3 KB a level, past a run thread's
+    // 16 MiB, which ended the host (and two more, as the run was executed
+    // again alone); V8 refuses such nesting itself. (Not asked of the
+    // reference: its strip, swc in WebAssembly, fails with "memory access
+    // out of bounds" and then fails every later run of its process.)
+    const program = `return ${'('.repeat(20_000)}1${')'.repeat(20_000)}`
+    const hosts = m.runtime.stats().hostPids
+    const result = await m.run(program)
+    const node = await fromNodeWorker<string>(
+      `try { new (Object.getPrototypeOf(async function () {}).constructor)(${JSON.stringify(program)}); parentPort.postMessage('compiled') } catch (e) { parentPort.postMessage(e.name + ': ' + e.message) }`,
+    )
+    expect(node).toBe('RangeError: Maximum call stack size exceeded')
+    expect(result).toEqual({ logs: [], error: { kind: 'exception', message: `${node} at program.ts:0:0` } })
+    expect(m.runtime.stats().hostPids).toEqual(hosts)
+    await healthy()
+  })
+
+  it('in exponential time: stopped at its budget, its host ends and names it, executed once; the next run works', async () => {
+    // swc's time doubles with each level of `(<any>`: 22 levels took 6 s,
+    // 40 would take days, before the program's first instruction.
+    const one = await mount({ computeMs: 500, maxWallMs: 120_000, isolateHosts: 1 })
+    const reports: V8CodeRunReport[] = []
+    const off = one.ctx.on(RUN_REPORT, (report) => void reports.push(report))
+    try {
+      const result = await one.run(`return ${'(<any>'.repeat(40)}1${')'.repeat(40)}`)
+      expect(result).toEqual({ logs: [], error: { kind: 'timeout', message: 'compute budget exhausted (500ms busy)' } })
+      expect(reports.at(-1)?.reexecutions).toBe(0)
+      expect(one.runtime.stats().lastHostExit).toMatch(/a run went on computing for \d+ ms of CPU after it was stopped/)
+      expect(await one.run('return 1')).toEqual({ logs: [], value: 1 })
+    } finally {
+      off()
       await one.dispose()
     }
   })

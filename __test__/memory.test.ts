@@ -191,6 +191,8 @@ describe('a loop V8 stops late at the heap cap', () => {
  * (crates/isolate-host/src/compiler_zones.rs, `ZONE_ROOM`).
  */
 const ZONE_ROOM_MB = 64
+/** What a compile may make while a loaded machine keeps the watchdog from looking (~0.5 GB a second). */
+const LATE_WATCHDOG_MB = 256
 
 describe('a compile V8 cannot interrupt, past the bound on its zones', () => {
   // Compiling a regular expression holds ~225 bytes a unit of its source in
@@ -233,7 +235,9 @@ describe('a compile V8 cannot interrupt, past the bound on its zones', () => {
       // the heap.
       expect(result.error?.kind).toBe('worker-exit')
       expect(result.error?.message).toMatch(new RegExp(`${EXTERNAL.source}|${HEAP.source}`))
-      expect(peak - before).toBeLessThan(EXTERNAL_MB + 2 * ZONE_ROOM_MB + ALLOWANCE_MB)
+      // The bound is as late as the watchdog, which a loaded machine delays:
+      // judged with room for that, well under the ~850 MiB these held unchecked.
+      expect(peak - before).toBeLessThan(EXTERNAL_MB + 2 * ZONE_ROOM_MB + ALLOWANCE_MB + LATE_WATCHDOG_MB)
       const exit = one.runtime.stats().lastHostExit
       if (exit !== undefined) expect(exit).toMatch(/a run's compile held \d+ MiB outside the heap after it was stopped/)
       expect(reports.at(-1)?.reexecutions).toBe(0)

@@ -238,7 +238,7 @@ impl HostEnd {
       }
       HostEnd::Unsandboxed { missing } => {
         format!(
-          "the isolate host could not lock itself down ({missing} refused by this machine) and requireSandbox is set"
+          "the isolate host could not put its protections in place ({missing} off on this machine) and requireSandbox is set"
         )
       }
       HostEnd::Recycled { resident_mb } => {

@@ -487,8 +487,8 @@ fn require_sandbox_refuses_a_host_that_could_not_lock_itself_down() {
   assert_eq!(
     refused,
     format!(
-      "the isolate host did not start: the isolate host could not lock itself down \
-       (seccomp, landlock, namespaces, noDumps, compilerZones refused by this machine) and requireSandbox is set \
+      "the isolate host did not start: the isolate host could not put its protections in place \
+       (seccomp, landlock, namespaces, noDumps, compilerZones off on this machine) and requireSandbox is set \
        (the host executable: {})",
       executable.display()
     )

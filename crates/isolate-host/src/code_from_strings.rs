@@ -28,13 +28,8 @@ use std::sync::Arc;
 
 use deno_core::v8;
 
+use crate::compiler_zones::ZONE_BYTES_PER_UNIT;
 use crate::external_memory::ExternalMemory;
-
-/// What a unit of source may hold in V8's zones while it compiles, rounded
-/// up from the ~165 measured for the worst shape
-/// (`var [a,{b,c:[d]}]=x;` repeated; an expression chain `x+x+...` ~50).
-/// With the default 512 MiB cap, a source of up to ~2.8 M units compiles.
-pub const ZONE_BYTES_PER_UNIT: usize = 192;
 
 /// The isolate's account, for [`admit_source`] (an isolate slot: V8 gives
 /// the callback no data of its own).

@@ -51,9 +51,12 @@ const VTABLE_WORD: usize = 0;
 const ISOLATE_WORD: usize = 1;
 const CURRENT_USAGE_WORD: usize = 2;
 
-/// How far into an isolate [`locate`] looks for the field (V8's `Isolate`
-/// is tens of KiB; the field is among its last members).
-const SEARCHED_BYTES: usize = 1 << 20;
+/// How far into an isolate [`locate`] looks for the field: V8's `Isolate`
+/// is tens of KiB (the field is at 61080 in the V8 the `v8` crate pins,
+/// among its last members), and a match past the object's end would be
+/// another object's pointer to the allocator, at an offset no other
+/// isolate shares.
+const SEARCHED_BYTES: usize = 128 << 10;
 
 extern "C" {
   /// The vtable of `v8::internal::TracingAccountingAllocator`, the class of
@@ -61,7 +64,7 @@ extern "C" {
   /// used: an object of the class holds it plus two words (the offset to
   /// the top and the type info come first).
   #[link_name = "_ZTVN2v88internal26TracingAccountingAllocatorE"]
-  static TRACING_ACCOUNTING_ALLOCATOR_VTABLE: u8;
+  static TRACING_ACCOUNTING_ALLOCATOR_VTABLE: [u8; 0];
 }
 
 /// The value of a `TracingAccountingAllocator`'s vtable pointer.
@@ -109,6 +112,22 @@ pub fn locate(isolate: &v8::Isolate) {
   *lock(&PROBE) = None;
 }
 
+/// The host's first isolate could not be made: nothing can be located, and
+/// [`located`] need not wait.
+pub fn unlocatable() {
+  let mut decision = lock(&DECISION.0);
+  if decision.is_none() {
+    *decision = Some(false);
+    DECISION.1.notify_all();
+    *lock(&PROBE) = None;
+  }
+}
+
+/// Whether the field has been found (without waiting).
+pub fn is_located() -> bool {
+  ALLOCATOR_FIELD.get().is_some()
+}
+
 /// Whether the field was found, once the host's first isolate has looked
 /// (waiting at most [`DECISION_WAIT`] for it: a host that cannot make an
 /// isolate runs no program either).
@@ -141,7 +160,7 @@ fn allocator_field(probe: &MemoryProbe, base: usize) -> Option<usize> {
     // Page by page: the isolate's end is not known, and a read stops at
     // the first address that is not mapped.
     let chunk = page.len() - (base + offset) % page.len();
-    if !probe.read(base + offset, &mut page[..chunk]) {
+    if probe.read(base + offset, &mut page[..chunk]) != Probed::Read {
       return None;
     }
     for (index, bytes) in page[..chunk].chunks_exact(word).enumerate() {
@@ -150,8 +169,12 @@ fn allocator_field(probe: &MemoryProbe, base: usize) -> Option<usize> {
         continue;
       }
       let mut head = [0u8; 16];
-      if probe.read(candidate, &mut head)
-        && usize::from_ne_bytes(head[..8].try_into().unwrap_or_default()) == vtable
+      match probe.read(candidate, &mut head) {
+        Probed::Read => {}
+        Probed::Unreadable => continue,
+        Probed::Broken => return None,
+      }
+      if usize::from_ne_bytes(head[..8].try_into().unwrap_or_default()) == vtable
         && usize::from_ne_bytes(head[8..].try_into().unwrap_or_default()) == base
       {
         return Some(offset + index * word);
@@ -165,8 +188,8 @@ fn allocator_field(probe: &MemoryProbe, base: usize) -> Option<usize> {
 extern "C" {
   /// The linker's bounds of the executable's code (V8's builtins are in
   /// it, embedded).
-  static __executable_start: u8;
-  static etext: u8;
+  static __executable_start: [u8; 0];
+  static etext: [u8; 0];
 }
 
 fn code_range() -> std::ops::Range<usize> {
@@ -174,28 +197,45 @@ fn code_range() -> std::ops::Range<usize> {
   std::ptr::addr_of!(__executable_start) as usize..std::ptr::addr_of!(etext) as usize
 }
 
-/// Room V8's compilers have past the run's external-memory cap: the
-/// program's own source, the optimizing compilers' graphs and a source from
-/// a string admitted whole (`code_from_strings.rs`, which holds its zones
-/// within the cap) stay well within it.
+/// What a unit of source may hold in V8's zones while it compiles, rounded
+/// up from the ~165 measured for the worst shape
+/// (`var [a,{b,c:[d]}]=x;` repeated; an expression chain `x+x+...` ~50):
+/// what a source compiled from a string is admitted by
+/// (`code_from_strings.rs`; with the default 512 MiB cap, a source of up
+/// to ~2.8 M units compiles), and what a program's own source adds to its
+/// allowance here.
+pub const ZONE_BYTES_PER_UNIT: usize = 192;
+
+/// Room V8's compilers have past the run's external-memory cap and what
+/// its program's own source may take ([`zone_allowance`]): the optimizing
+/// compilers' graphs and a source from a string admitted whole
+/// (`code_from_strings.rs`, which holds its zones within the cap) stay
+/// well within it. The same at every cap.
 pub const ZONE_ROOM: usize = 64 << 20;
+
+/// What a run's compiler zones may hold before it is stopped: its
+/// external-memory cap, what compiling its program's `source_units` may
+/// take (`ZONE_BYTES_PER_UNIT` a unit, as for code compiled from a
+/// string), and [`ZONE_ROOM`].
+pub fn zone_allowance(cap: usize, source_units: usize) -> usize {
+  cap.saturating_add(source_units.saturating_mul(ZONE_BYTES_PER_UNIT)).saturating_add(ZONE_ROOM)
+}
 
 /// What a run's compiler zones call for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ZoneVerdict {
   Within,
-  /// Past the cap and [`ZONE_ROOM`]: the run is stopped at the external
-  /// memory cap (a compile on V8's worker threads stops with it).
+  /// Past its allowance: the run is stopped at the external memory cap (a
+  /// compile on V8's worker threads stops with it).
   Stop,
-  /// A stopped run's zones still grew by as much again: a compile its
-  /// stop waits for, which only ending the host frees.
+  /// A stopped run's zones still grew past its allowance by [`ZONE_ROOM`]:
+  /// a compile its stop waits for, which only ending the host frees.
   EndHost,
 }
 
-/// The verdict on `zones` bytes of a run whose external-memory cap is
-/// `cap`, stopped already or not.
-pub fn zone_verdict(zones: usize, cap: usize, stopped: bool) -> ZoneVerdict {
-  let stop_at = cap.saturating_add(ZONE_ROOM);
+/// The verdict on `zones` bytes of a run whose [`zone_allowance`] is
+/// `stop_at`, stopped already (for any reason) or not.
+pub fn zone_verdict(zones: usize, stop_at: usize, stopped: bool) -> ZoneVerdict {
   if zones <= stop_at {
     ZoneVerdict::Within
   } else if stopped && zones > stop_at.saturating_add(ZONE_ROOM) {
@@ -220,19 +260,25 @@ unsafe impl Sync for ZoneMeter {}
 
 impl ZoneMeter {
   /// The meter of `isolate`, if [`locate`] found the field.
-  pub fn of(isolate: &v8::Isolate) -> Option<ZoneMeter> {
+  ///
+  /// # Safety
+  ///
+  /// The meter must be dropped before `isolate` is disposed: it points
+  /// into the isolate's allocator.
+  pub unsafe fn of(isolate: &v8::Isolate) -> Option<ZoneMeter> {
     let offset = *ALLOCATOR_FIELD.get()?;
     let base = isolate_address(isolate);
-    // SAFETY: `offset` was located in an isolate of this process, and
-    // every isolate of a process has its layout: the word is the live
-    // isolate's `allocator_`, set when it was made and kept until it is
-    // disposed, which cannot happen while `isolate` is borrowed.
+    // SAFETY: `offset` was located within an isolate of this process (at
+    // most SEARCHED_BYTES in), and every isolate of a process has its
+    // layout: the word is the live isolate's `allocator_`, set when it was
+    // made and kept until it is disposed.
     let allocator = unsafe { std::ptr::read_volatile((base + offset) as *const *const usize) };
     if allocator.is_null() {
       return None;
     }
-    // SAFETY: `allocator` is the isolate's live `TracingAccountingAllocator`
-    // (checked against its vtable and isolate below before it is used).
+    // SAFETY: `allocator` is the isolate's live allocator (the layout
+    // above); its vtable and back pointer are read again as a last check
+    // that the layout is the one located, not as what makes the reads safe.
     let (vtable, owner) = unsafe {
       (std::ptr::read_volatile(allocator.add(VTABLE_WORD)), std::ptr::read_volatile(allocator.add(ISOLATE_WORD)))
     };
@@ -253,40 +299,62 @@ impl ZoneMeter {
 }
 
 /// Reads memory through a pipe: the kernel copies it, so an address that
-/// is not readable fails the write (`EFAULT`) instead of faulting.
+/// is not readable fails the write (`EFAULT`) instead of faulting. Both
+/// ends are non-blocking: a write of a page at most into the empty pipe,
+/// and the read of what it took, never wait.
 struct MemoryProbe {
   read_end: OwnedFd,
   write_end: OwnedFd,
+}
+
+/// What a [`MemoryProbe::read`] found.
+#[derive(Debug, PartialEq, Eq)]
+enum Probed {
+  Read,
+  Unreadable,
+  /// The pipe could not be emptied: no read through it can be trusted.
+  Broken,
 }
 
 impl MemoryProbe {
   fn new() -> std::io::Result<MemoryProbe> {
     let mut ends = [0; 2];
     // SAFETY: pipe2 writes two descriptors into `ends`, owned from here on.
-    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
       return Err(std::io::Error::last_os_error());
     }
     // SAFETY: both descriptors were just made and belong to nothing else.
     Ok(unsafe { MemoryProbe { read_end: OwnedFd::from_raw_fd(ends[0]), write_end: OwnedFd::from_raw_fd(ends[1]) } })
   }
 
-  /// Copy `out.len()` bytes (a page at most, the pipe's atomic write) from
-  /// `address`; false if any of them is not readable.
-  fn read(&self, address: usize, out: &mut [u8]) -> bool {
-    // SAFETY: write reads the range in the kernel, which checks that it is
-    // mapped and readable; nothing in this process touches it.
-    let written = unsafe { libc::write(self.write_end.as_raw_fd(), address as *const c_void, out.len()) };
-    let Ok(written) = usize::try_from(written) else { return false };
+  /// Copy `out.len()` bytes (a page at most, which the empty pipe takes
+  /// whole) from `address`.
+  fn read(&self, address: usize, out: &mut [u8]) -> Probed {
+    let written = loop {
+      // SAFETY: write reads the range in the kernel, which checks that it
+      // is mapped and readable; nothing in this process touches it.
+      let written = unsafe { libc::write(self.write_end.as_raw_fd(), address as *const c_void, out.len()) };
+      if written >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+        break written;
+      }
+    };
+    // A write that faulted on its first byte took nothing.
+    let Ok(written) = usize::try_from(written) else { return Probed::Unreadable };
     let mut read = 0;
     while read < written {
       // SAFETY: reads at most what is left of `out` into it.
       let got = unsafe { libc::read(self.read_end.as_raw_fd(), out[read..].as_mut_ptr().cast(), written - read) };
       match usize::try_from(got) {
         Ok(got) if got > 0 => read += got,
-        _ => return false,
+        _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+        _ => return Probed::Broken,
       }
     }
-    written == out.len()
+    if written == out.len() {
+      Probed::Read
+    } else {
+      Probed::Unreadable
+    }
   }
 }
 
@@ -305,7 +373,8 @@ mod tests {
     let _entered = thread_runtime.enter();
     let mut isolate = crate::isolate::PreparedIsolate::new(&crate::config::RuntimeConfig::small()).expect("an isolate");
     assert!(located(), "the allocator field is found (PreparedIsolate::new looks)");
-    let meter = ZoneMeter::of(isolate.runtime.v8_isolate()).expect("a meter");
+    // SAFETY: the meter is dropped before the isolate (declared after it).
+    let meter = unsafe { ZoneMeter::of(isolate.runtime.v8_isolate()) }.expect("a meter");
     let before = meter.bytes();
     let most = AtomicUsize::new(0);
     let done = std::sync::atomic::AtomicBool::new(false);
@@ -329,23 +398,58 @@ mod tests {
   }
 
   #[test]
-  fn zones_stop_a_run_past_the_room_and_end_the_host_past_twice_it() {
+  fn zones_stop_a_run_past_its_allowance_and_end_the_host_past_the_room_again() {
     let cap = 32 << 20;
-    assert_eq!(zone_verdict(cap + ZONE_ROOM, cap, false), ZoneVerdict::Within);
-    assert_eq!(zone_verdict(cap + ZONE_ROOM + 1, cap, false), ZoneVerdict::Stop);
-    assert_eq!(zone_verdict(cap + 3 * ZONE_ROOM, cap, false), ZoneVerdict::Stop, "a run not stopped is stopped first");
-    assert_eq!(zone_verdict(cap + 2 * ZONE_ROOM, cap, true), ZoneVerdict::Stop);
-    assert_eq!(zone_verdict(cap + 2 * ZONE_ROOM + 1, cap, true), ZoneVerdict::EndHost);
+    let allowance = zone_allowance(cap, 1000);
+    assert_eq!(allowance, cap + 1000 * ZONE_BYTES_PER_UNIT + ZONE_ROOM);
+    assert_eq!(zone_verdict(allowance, allowance, false), ZoneVerdict::Within);
+    assert_eq!(zone_verdict(allowance + 1, allowance, false), ZoneVerdict::Stop);
+    assert_eq!(
+      zone_verdict(allowance + 3 * ZONE_ROOM, allowance, false),
+      ZoneVerdict::Stop,
+      "a run not stopped is stopped first"
+    );
+    assert_eq!(zone_verdict(allowance + ZONE_ROOM, allowance, true), ZoneVerdict::Stop);
+    assert_eq!(zone_verdict(allowance + ZONE_ROOM + 1, allowance, true), ZoneVerdict::EndHost);
+    assert_eq!(zone_allowance(usize::MAX, usize::MAX), usize::MAX);
     assert_eq!(zone_verdict(usize::MAX, usize::MAX, true), ZoneVerdict::Within);
+  }
+
+  #[test]
+  fn a_read_running_into_an_unmapped_page_is_unreadable_and_the_pipe_stays_usable() {
+    let probe = MemoryProbe::new().expect("a pipe");
+    let page = 4096;
+    // SAFETY: a fresh private mapping of two pages, the second unmapped at
+    // once: only this test knows of it.
+    let block = unsafe {
+      libc::mmap(
+        std::ptr::null_mut(),
+        2 * page,
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+        -1,
+        0,
+      )
+    };
+    assert_ne!(block, libc::MAP_FAILED);
+    // SAFETY: the second page of the mapping just made.
+    assert_eq!(unsafe { libc::munmap(block.cast::<u8>().add(page).cast(), page) }, 0);
+    let mut bytes = [0u8; 16];
+    assert_eq!(probe.read(block as usize + page - 8, &mut bytes), Probed::Unreadable);
+    let word = 0x5eed_u64;
+    assert_eq!(probe.read(std::ptr::addr_of!(word) as usize, &mut bytes[..8]), Probed::Read);
+    assert_eq!(u64::from_ne_bytes(bytes[..8].try_into().expect("8 bytes")), 0x5eed);
+    // SAFETY: the first page, still mapped.
+    unsafe { libc::munmap(block, page) };
   }
 
   #[test]
   fn an_unreadable_address_is_an_error_not_a_fault() {
     let probe = MemoryProbe::new().expect("a pipe");
     let mut bytes = [0u8; 16];
-    assert!(!probe.read(8, &mut bytes));
+    assert_eq!(probe.read(8, &mut bytes), Probed::Unreadable);
     let word = 0x5eed_u64;
-    assert!(probe.read(std::ptr::addr_of!(word) as usize, &mut bytes[..8]));
+    assert_eq!(probe.read(std::ptr::addr_of!(word) as usize, &mut bytes[..8]), Probed::Read);
     assert_eq!(u64::from_ne_bytes(bytes[..8].try_into().expect("8 bytes")), 0x5eed);
   }
 }

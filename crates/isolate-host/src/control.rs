@@ -23,7 +23,14 @@ pub struct AttachedIsolate {
   /// To terminate its JS.
   pub handle: v8::IsolateHandle,
   /// Its compilers' zones (none where the host could not locate them).
-  pub zones: Option<ZoneMeter>,
+  pub zones: Option<ZoneWatch>,
+}
+
+/// A run's compiler zones, as the watchdog judges them.
+pub struct ZoneWatch {
+  pub meter: ZoneMeter,
+  /// What they may hold before the run is stopped (`zone_allowance`).
+  pub stop_at: usize,
 }
 
 /// The shared stop switch of one run.
@@ -99,10 +106,10 @@ impl RunControl {
     }
   }
 
-  /// What the attached isolate's compilers hold in zones now, where the
-  /// host can read it (`compiler_zones.rs`).
-  pub fn zone_bytes(&self) -> Option<usize> {
-    lock(&self.isolate).as_ref()?.zones.as_ref().map(ZoneMeter::bytes)
+  /// What the attached isolate's compilers hold in zones now, and what
+  /// they may hold (`compiler_zones.rs`), where the host can read them.
+  pub fn zones(&self) -> Option<(usize, usize)> {
+    lock(&self.isolate).as_ref()?.zones.as_ref().map(|zones| (zones.meter.bytes(), zones.stop_at))
   }
 
   /// Resolves once the run has been stopped.

@@ -198,7 +198,10 @@ impl PreparedIsolate {
       skip_op_registration: true,
       ..Default::default()
     })
-    .map_err(|error| format!("creating an isolate failed: {error}"))?;
+    .map_err(|error| {
+      compiler_zones::unlocatable();
+      format!("creating an isolate failed: {error}")
+    })?;
     compiler_zones::locate(runtime.v8_isolate());
     external_memory.bind_isolate(runtime.v8_isolate().thread_safe_handle());
     code_from_strings::admit_by_size(&mut runtime, external_memory.clone());

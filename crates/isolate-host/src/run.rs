@@ -17,12 +17,12 @@ use crate::bindings_descriptor::BindingsDescriptor;
 use crate::bridge::{Argument, Bridge};
 use crate::budget::RunBudget;
 use crate::clocks::RunClocks;
-use crate::compiler_zones::ZoneMeter;
+use crate::compiler_zones::{zone_allowance, ZoneMeter};
 use crate::config::RuntimeConfig;
-use crate::control::{AttachedIsolate, RunControl};
+use crate::control::{AttachedIsolate, RunControl, ZoneWatch};
 use crate::external_memory::ExternalMemory;
 use crate::icu_memory::ChargeIcu;
-use crate::isolate::{heap_limit_for_stopped, PreparedIsolate};
+use crate::isolate::{heap_limit_for_stopped, mib_to_bytes, PreparedIsolate};
 use crate::ledger::{FailureKind, Output, OutputLedger};
 use crate::mailbox::Mailbox;
 use crate::transpile::{strip_types, PROGRAM_NAME};
@@ -389,6 +389,12 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
   if let Some(reason) = control.reason() {
     return finish_stopped(ledger, &reason, config);
   }
+  // The strip is the run's work too, charged to its budget, and the run
+  // has started with it: swc takes exponential time on some nestings
+  // (`(<any>` repeated: 22 levels, 6 s), and a stopped run that goes on
+  // computing ends its host (watchdog.rs), which names it.
+  let metering = job.budget.meter_this_thread();
+  context.events.started(job.run_id);
   let code = match strip_types(&job.program) {
     Ok(code) => code,
     Err(message) => return ledger.finish_failure(FailureKind::Exception, utf16(&message)),
@@ -425,10 +431,13 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
   isolate.external_memory.attach(Some(control.clone()));
   let icu_charged = ChargeIcu::to(&isolate.external_memory);
   let v8_isolate = isolate.runtime.v8_isolate();
-  control.attach_isolate(Some(AttachedIsolate {
-    handle: v8_isolate.thread_safe_handle(),
-    zones: ZoneMeter::of(v8_isolate),
-  }));
+  // SAFETY: the meter is detached (dropped) when `attached` is, at the end
+  // of this function or as a panic unwinds it, and the isolate is disposed
+  // only after this function returns.
+  let meter = unsafe { ZoneMeter::of(v8_isolate) };
+  let cap = mib_to_bytes(config.max_external_memory_mb);
+  let zones = meter.map(|meter| ZoneWatch { meter, stop_at: zone_allowance(cap, code.len()) });
+  let attached = Attached::to(control, AttachedIsolate { handle: v8_isolate.thread_safe_handle(), zones });
   isolate.cap_heap_for_the_program();
   {
     let control = control.clone();
@@ -446,8 +455,6 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
       heap_limit_for_stopped(current, cap)
     });
   }
-  let metering = job.budget.meter_this_thread();
-  context.events.started(job.run_id);
 
   let loop_error = match start_program(isolate, &code, &job.bindings) {
     Err(message) => Some(message),
@@ -462,7 +469,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
 
   drop(metering);
   context.bridge.close(job.run_id);
-  control.attach_isolate(None);
+  drop(attached);
   drop(icu_charged);
   isolate.external_memory.attach(None);
   let ledger = host.ledger.borrow_mut().take().unwrap_or_else(|| OutputLedger::new(config.max_output_bytes));
@@ -487,6 +494,23 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
   }
   let message = loop_error.unwrap_or_else(|| "the program ended without settling".to_owned());
   ledger.finish_failure(FailureKind::Exception, utf16(&message))
+}
+
+/// A run's isolate attached to its control; detached when dropped, before
+/// the isolate can be disposed, on every path out of the run.
+struct Attached<'a>(&'a RunControl);
+
+impl<'a> Attached<'a> {
+  fn to(control: &'a RunControl, isolate: AttachedIsolate) -> Attached<'a> {
+    control.attach_isolate(Some(isolate));
+    Attached(control)
+  }
+}
+
+impl Drop for Attached<'_> {
+  fn drop(&mut self) {
+    self.0.attach_isolate(None);
+  }
 }
 
 /// Run the program's event loop until `promise` (the driver's) settles.

@@ -17,10 +17,33 @@ const WRAP_SUFFIX: &str = "\n}";
 /// The name positions are reported against.
 pub const PROGRAM_NAME: &str = "program.ts";
 
+/// The most stack swc's parse, strip and drop of the syntax tree take per
+/// byte of source: each recurses once a level of nesting, and the deepest
+/// nesting a byte can open is one parenthesis (~3.3 KB a level, measured;
+/// generic type arguments ~4.3 KB a level of six bytes, `Array<`; a binary
+/// chain ~100 bytes a level). A run's thread has 16 MiB, which a program of
+/// ~5000 nested parentheses (10 KB) overflowed, ending its host.
+const STRIP_STACK_PER_BYTE: usize = 3584;
+/// The most stack a strip is given (a program of up to ~300 KB is covered
+/// nested throughout). Only the pages the nesting reaches are touched, and
+/// the stack is unmapped when the strip returns.
+const MAX_STRIP_STACK: usize = 1 << 30;
+
 /// Strip `program`'s types. On success, the JavaScript body (same lines and
 /// columns as `program`); on failure, the message of a SyntaxError-style
 /// exception with positions in the program as written.
+///
+/// On a stack of its own when the thread's has less left than the
+/// program's length may need ([`STRIP_STACK_PER_BYTE`]): nesting deeper
+/// than V8 compiles (which throws a `RangeError` at a few thousand levels)
+/// then fails there, not in the host.
 pub fn strip_types(program: &str) -> Result<String, String> {
+  let stack = program.len().saturating_add(WRAP_PREFIX.len() + WRAP_SUFFIX.len()).saturating_mul(STRIP_STACK_PER_BYTE);
+  let stack = stack.min(MAX_STRIP_STACK);
+  stacker::maybe_grow(stack, stack, || strip_types_here(program))
+}
+
+fn strip_types_here(program: &str) -> Result<String, String> {
   let wrapped = format!("{WRAP_PREFIX}{program}{WRAP_SUFFIX}");
   let specifier =
     ModuleSpecifier::parse(&format!("file:///{PROGRAM_NAME}")).map_err(|e| format!("internal error: {e}"))?;
@@ -117,6 +140,33 @@ fn rewrite_positions(message: &str, specifier: &ModuleSpecifier) -> String {
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  /// Each shape nested past what V8 compiles, on a run thread's 16 MiB:
+  /// the strip returns (V8 then throws its `RangeError`) instead of
+  /// overflowing the thread's stack, which ended the host.
+  #[test]
+  fn nesting_deeper_than_a_run_threads_stack_holds_is_stripped_on_a_stack_of_its_own() {
+    let depth = 20_000;
+    let shapes = [
+      format!("return {}1{}", "(".repeat(depth), ")".repeat(depth)),
+      format!("return {}{}", "[".repeat(depth), "]".repeat(depth)),
+      format!("{}{}", "{".repeat(depth), "}".repeat(depth)),
+      format!("let x: {}number{} = 1", "Array<".repeat(depth), ">".repeat(depth)),
+      format!("return {}1", "()=>".repeat(depth)),
+      format!("return {}1{}", "`${".repeat(depth), "}`".repeat(depth)),
+      format!("return {}1", "!".repeat(100 * depth)),
+      format!("return {}1", "1+".repeat(100 * depth)),
+    ];
+    for program in shapes {
+      let stripped = std::thread::Builder::new()
+        .stack_size(16 << 20)
+        .spawn(move || strip_types(&program).map(|code| code.len()))
+        .expect("a thread")
+        .join()
+        .expect("no overflow");
+      assert!(stripped.is_ok(), "{stripped:?}");
+    }
+  }
 
   #[test]
   fn types_become_whitespace_and_lines_stay() {

@@ -13,8 +13,9 @@
 //! A stop terminates the isolate's JS, which V8 honours at its next stack
 //! check; some work has none for as long as it lasts: compiling a source
 //! of megabytes (`new Function`, `eval`: its time grows with the source
-//! and the depth of its scopes, and a 1.6 MB source took 28 s here), or
-//! one call of a built-in over a huge input. A stopped run (by any
+//! and the depth of its scopes, and a 1.6 MB source took 28 s here), one
+//! call of a built-in over a huge input, or the TypeScript strip before
+//! the program starts (swc's time grows exponentially with some nestings). A stopped run (by any
 //! thread: a budget here, an abort or disposal on the channel, the run's
 //! own caps) that its thread still computes for [`UNSTOPPABLE_AFTER`] of
 //! its CPU ends the host: no other way frees the thread. Before it ends,
@@ -26,10 +27,11 @@
 //!
 //! The watchdog also reads what each run's compilers hold in zones
 //! outside the heap (`compiler_zones.rs`), every [`ZONE_TICK`] while a run
-//! is live: past the run's external-memory cap and a room for V8's own
-//! compiles it stops the run at that cap; a stopped run whose zones still
-//! grow by the room again is in a compile its stop waits for (a regular
-//! expression or a source of megabytes), and ends the host as above.
+//! is live: past the run's allowance (its external-memory cap, its
+//! program's source and a room for V8's own compiles) it stops the run at
+//! that cap; a stopped run whose zones still grow by the room past it is
+//! in a compile its stop waits for (a regular expression or a source of
+//! megabytes), and ends the host as above.
 //!
 //! [`RunBudget`]: crate::budget::RunBudget
 //! [`RunEvents::unstoppable`]: crate::run::RunEvents::unstoppable
@@ -39,18 +41,25 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::budget::Phase;
-use crate::compiler_zones::{zone_verdict, ZoneVerdict};
+use crate::compiler_zones::{self, zone_verdict, ZoneVerdict};
 use crate::config::RuntimeConfig;
-use crate::isolate::mib_to_bytes;
 use crate::live_runs::LiveRuns;
 use crate::lock::lock;
 use crate::run::RunEvents;
 use crate::time_left::left_of;
 use dsh_protocol::failure::{failure, StopReason};
 
+/// What other threads tell the watchdog, under its lock.
+#[derive(Default)]
+struct Signals {
+  /// The watchdog is to stop.
+  shutdown: bool,
+  /// A run was registered since the watchdog last looked at the budgets.
+  registered: bool,
+}
+
 struct Shared {
-  /// Set when the watchdog is to stop.
-  shutdown: Mutex<bool>,
+  signals: Mutex<Signals>,
   changed: Condvar,
   runs: Arc<LiveRuns>,
   /// Where an unstoppable run is named before the host ends.
@@ -69,8 +78,13 @@ impl Watchdog {
   /// Watch the live runs of `runs`, each from its registration until it
   /// ends or the watchdog stops it.
   pub fn start(runs: Arc<LiveRuns>, events: Arc<dyn RunEvents>, config: &RuntimeConfig) -> std::io::Result<Watchdog> {
-    let shared =
-      Arc::new(Shared { shutdown: Mutex::new(false), changed: Condvar::new(), runs, events, config: config.clone() });
+    let shared = Arc::new(Shared {
+      signals: Mutex::new(Signals::default()),
+      changed: Condvar::new(),
+      runs,
+      events,
+      config: config.clone(),
+    });
     let thread = dsh_named_thread::spawn("dsh-v8-watchdog", {
       let shared = shared.clone();
       move || watch_loop(&shared)
@@ -85,14 +99,15 @@ impl Watchdog {
   /// cannot spend sooner.
   pub fn run_registered(&self) {
     // Under the lock the watchdog holds from its look at the runs until it
-    // sleeps: a run registered after that look is announced to the sleep.
-    let _shutdown = lock(&self.shared.shutdown);
+    // sleeps: a run registered after that look is announced to the sleep,
+    // and the flag says so whatever the wait reports.
+    lock(&self.shared.signals).registered = true;
     self.shared.changed.notify_one();
   }
 
   /// Stop the thread and wait for it.
   pub fn shutdown(&self) {
-    *lock(&self.shared.shutdown) = true;
+    lock(&self.shared.signals).shutdown = true;
     self.shared.changed.notify_one();
     if let Some(thread) = lock(&self.thread).take() {
       let _ = thread.join();
@@ -123,96 +138,92 @@ const COMPUTING_TICK: Duration = Duration::from_millis(200);
 const ZONE_TICK: Duration = Duration::from_millis(10);
 
 fn watch_loop(shared: &Shared) {
-  let zone_cap = mib_to_bytes(shared.config.max_external_memory_mb);
-  let mut shutdown = lock(&shared.shutdown);
+  let mut signals = lock(&shared.signals);
   let mut budgets_due = Instant::now();
   loop {
-    if *shutdown {
+    if signals.shutdown {
       return;
     }
-    let zones_next = watch_zones(shared, zone_cap);
+    if std::mem::take(&mut signals.registered) {
+      budgets_due = Instant::now();
+    }
+    let zones_next = watch_zones(shared);
     let now = Instant::now();
-    if now < budgets_due {
-      let next = (budgets_due - now).min(zones_next);
-      shutdown = match shared.changed.wait_timeout(shutdown, next) {
-        // A wake-up (a run registered) looks at the budgets at once.
-        Ok((guard, timeout)) => {
-          if !timeout.timed_out() {
-            budgets_due = Instant::now();
-          }
-          guard
-        }
-        Err(poisoned) => poisoned.into_inner().0,
-      };
-      continue;
+    if now >= budgets_due {
+      budgets_due = now + watch_budgets(shared, now);
     }
-    let mut next = IDLE_TICK;
-    // Read outside the table's lock: a CPU clock is a system call per run.
-    for run in shared.runs.snapshot() {
-      let budget = run.budget();
-      let phase = budget.phase();
-      if phase == Phase::Ended {
-        continue;
-      }
-      if phase == Phase::Computing {
-        next = next.min(COMPUTING_TICK);
-        if let (Some(stop), Some(now)) = (run.control().reason(), budget.metered_now()) {
-          let past_stop = now.saturating_sub(run.cpu_at_stop(now));
-          match left_of(UNSTOPPABLE_AFTER, past_stop) {
-            Some(left) => next = next.min(left.max(MIN_TICK)),
-            None => {
-              let (kind, message) = failure(&stop, &shared.config);
-              shared.events.unstoppable(run.run_id(), kind, &message);
-              end_host_for_unstoppable()
-            }
-          }
-        }
-      }
-      if !run.watched() {
-        continue;
-      }
-      if now >= budget.wall_deadline() {
-        run.unwatch();
-        run.control().stop(StopReason::WallCeiling);
-        continue;
-      }
-      next = next.min(budget.wall_deadline() - now);
-      // A run not metered yet (queued, starting) has its whole budget left,
-      // and it cannot be spent sooner than that much wall time from now.
-      match budget.cpu_left() {
-        None => {
-          run.unwatch();
-          run.control().stop(StopReason::ComputeBudget);
-        }
-        Some(left) => next = next.min(left.max(MIN_TICK)),
-      }
-    }
-    budgets_due = now + next;
-    shutdown = match shared.changed.wait_timeout(shutdown, next.min(zones_next)) {
-      Ok((guard, timeout)) => {
-        if !timeout.timed_out() {
-          budgets_due = Instant::now();
-        }
-        guard
-      }
+    let sleep = budgets_due.saturating_duration_since(Instant::now()).min(zones_next);
+    signals = match shared.changed.wait_timeout(signals, sleep) {
+      Ok((guard, _)) => guard,
       Err(poisoned) => poisoned.into_inner().0,
     };
   }
 }
 
+/// Look at every live run's budgets (and at a stopped run that computes
+/// on); returns how soon to look again.
+fn watch_budgets(shared: &Shared, now: Instant) -> Duration {
+  let mut next = IDLE_TICK;
+  // Read outside the table's lock: a CPU clock is a system call per run.
+  for run in shared.runs.snapshot() {
+    let budget = run.budget();
+    let phase = budget.phase();
+    if phase == Phase::Ended {
+      continue;
+    }
+    if phase == Phase::Computing {
+      next = next.min(COMPUTING_TICK);
+      if let (Some(stop), Some(now)) = (run.control().reason(), budget.metered_now()) {
+        let past_stop = now.saturating_sub(run.cpu_at_stop(now));
+        match left_of(UNSTOPPABLE_AFTER, past_stop) {
+          Some(left) => next = next.min(left.max(MIN_TICK)),
+          None => {
+            let (kind, message) = failure(&stop, &shared.config);
+            shared.events.unstoppable(run.run_id(), kind, &message);
+            end_host_for_unstoppable()
+          }
+        }
+      }
+    }
+    if !run.watched() {
+      continue;
+    }
+    if now >= budget.wall_deadline() {
+      run.unwatch();
+      run.control().stop(StopReason::WallCeiling);
+      continue;
+    }
+    next = next.min(budget.wall_deadline() - now);
+    // A run not metered yet (queued, starting) has its whole budget left,
+    // and it cannot be spent sooner than that much wall time from now.
+    match budget.cpu_left() {
+      None => {
+        run.unwatch();
+        run.control().stop(StopReason::ComputeBudget);
+      }
+      Some(left) => next = next.min(left.max(MIN_TICK)),
+    }
+  }
+  next
+}
+
 /// Look at every live run's compiler zones; returns how soon to look
-/// again: [`ZONE_TICK`] while any run is live, since nothing wakes the
-/// watchdog when a run starts computing, or computes again after a
-/// tool's answer (each would cost a wake-up on the run's path).
-fn watch_zones(shared: &Shared, cap: usize) -> Duration {
+/// again: [`ZONE_TICK`] while any run is live (where the host could read
+/// them at all), since nothing wakes the watchdog when a run starts
+/// computing, or computes again after a tool's answer (each would cost a
+/// wake-up on the run's path).
+fn watch_zones(shared: &Shared) -> Duration {
+  if !compiler_zones::is_located() {
+    return IDLE_TICK;
+  }
   let mut next = IDLE_TICK;
   for run in shared.runs.snapshot() {
     if run.budget().phase() != Phase::Ended {
       next = ZONE_TICK;
     }
     let control = run.control();
-    let Some(zones) = control.zone_bytes() else { continue };
-    match zone_verdict(zones, cap, control.reason().is_some()) {
+    let Some((zones, stop_at)) = control.zones() else { continue };
+    match zone_verdict(zones, stop_at, control.reason().is_some()) {
       ZoneVerdict::Within => {}
       ZoneVerdict::Stop => {
         control.stop(StopReason::ExternalMemory);
@@ -232,7 +243,7 @@ fn watch_zones(shared: &Shared, cap: usize) -> Duration {
 /// end the host, as for [`end_host_for_unstoppable`].
 fn end_host_for_zones(zones: usize) -> ! {
   eprintln!(
-    "dsh-isolate-host: a run's compile held {} MiB outside the heap after it was stopped at its external memory cap (V8 cannot interrupt a compile), so its host was ended",
+    "dsh-isolate-host: a run's compile held {} MiB outside the heap after it was stopped (V8 cannot interrupt a compile), so its host was ended",
     zones >> 20
   );
   // SAFETY: as in `end_host_for_unstoppable`.
@@ -244,7 +255,7 @@ fn end_host_for_zones(zones: usize) -> ! {
 /// takes as how the host ended.
 fn end_host_for_unstoppable() -> ! {
   eprintln!(
-    "dsh-isolate-host: a run went on computing for {} ms of CPU after it was stopped (V8 cannot interrupt a compile, nor some single built-in calls), so its host was ended",
+    "dsh-isolate-host: a run went on computing for {} ms of CPU after it was stopped (V8 cannot interrupt a compile, nor some single built-in calls, nor the TypeScript strip), so its host was ended",
     UNSTOPPABLE_AFTER.as_millis()
   );
   // SAFETY: _exit ends the process without running destructors or atexit
