@@ -29,7 +29,8 @@ pub(super) struct RunRecord {
   pub(super) hosts_lost: u32,
   /// Hosts that ended while it was placed on them and had not started:
   /// it did not run there, but a program that ends its host before it
-  /// starts (while it is transpiled) must not be placed for ever.
+  /// starts (while its isolate is made ready for it) must not be placed
+  /// for ever.
   pub(super) placements_lost: u32,
   /// Everything that entered it from outside, to execute it again.
   pub(super) history: RunHistory,

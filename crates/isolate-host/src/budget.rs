@@ -7,9 +7,10 @@
 //!   counts from there, queueing included. Phase `Queued`.
 //! - The scheduler admits the run ([`RunBudget::admit`]): phase `Computing`
 //!   (starting counts as computing: it is about to use a CPU).
-//! - The run's own thread starts the CPU meter when the program is about to
-//!   run ([`RunBudget::meter_this_thread`]); the returned [`Metering`]
-//!   guard ends the meter when dropped, on every path out of the run.
+//! - The run's own thread starts the CPU meter as it takes the program up,
+//!   before its types are stripped ([`RunBudget::meter_this_thread`]); the
+//!   returned [`Metering`] guard ends the meter when dropped, on every path
+//!   out of the run.
 //! - While metered, the thread's tokio park hooks ([`before_park`],
 //!   [`after_unpark`]) move the run between `Computing` and `Waiting` and
 //!   credit the CPU that parking itself costs; waits for the host that spin

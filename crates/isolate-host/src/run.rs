@@ -63,7 +63,8 @@ pub struct Recorded {
 /// knows which runs a dying host takes with it and keeps every log entry
 /// they wrote.
 pub trait RunEvents: Send + Sync {
-  /// The run is about to execute program code.
+  /// The run is about to work on its program (strip its types, then
+  /// execute it).
   fn started(&self, run_id: u32);
   /// The program wrote a log entry (every entry offered to the run's
   /// ledger, in order).
@@ -399,6 +400,11 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
     Ok(code) => code,
     Err(message) => return ledger.finish_failure(FailureKind::Exception, utf16(&message)),
   };
+  // Stopped while its types were stripped (its budget, an abort): compiling
+  // it now would be work no stop reaches.
+  if let Some(reason) = control.reason() {
+    return finish_stopped(ledger, &reason, config);
+  }
 
   let host = Rc::new(RunHost {
     run_id: job.run_id,

@@ -17,29 +17,44 @@ const WRAP_SUFFIX: &str = "\n}";
 /// The name positions are reported against.
 pub const PROGRAM_NAME: &str = "program.ts";
 
-/// The most stack swc's parse, strip and drop of the syntax tree take per
-/// byte of source: each recurses once a level of nesting, and the deepest
-/// nesting a byte can open is one parenthesis (~3.3 KB a level, measured;
-/// generic type arguments ~4.3 KB a level of six bytes, `Array<`; a binary
-/// chain ~100 bytes a level). A run's thread has 16 MiB, which a program of
+/// The stack swc's parse, strip and drop of the syntax tree may take for
+/// a level of nesting a bracket opens: each recurses once a level, and the
+/// deepest levels are brackets' (measured a level: `(` ~3.3 KB, a type
+/// argument's `<` ~4.3 KB, `[` ~2.2, `{` ~1.6, a template's `${` ~2.3),
+/// with twice the room. A run's thread has 16 MiB, which a program of
 /// ~5000 nested parentheses (10 KB) overflowed, ending its host.
-const STRIP_STACK_PER_BYTE: usize = 3584;
-/// The most stack a strip is given (a program of up to ~300 KB is covered
-/// nested throughout). Only the pages the nesting reaches are touched, and
-/// the stack is unmapped when the strip returns.
+const STRIP_STACK_PER_BRACKET: usize = 9 << 10;
+/// The same for any other byte, whose levels are shallower (a prefix
+/// operator `!` ~0.5 KB a level of one byte, `a=` ~0.36 KB of two, a
+/// binary or member chain ~0.1 KB of two), with the same room.
+const STRIP_STACK_PER_BYTE: usize = 3 << 9;
+/// The most stack a strip is given: a program of ~110 KB of brackets alone
+/// nested throughout, or of ~700 KB of anything else (a longer one nested
+/// that deep would still overflow it). Only the pages the nesting reaches
+/// are touched, and the stack is unmapped when the strip returns.
 const MAX_STRIP_STACK: usize = 1 << 30;
+
+/// The stack [`strip_types`] gives `program`: enough for it nested as deep
+/// as its bytes can make it.
+fn strip_stack(program: &str) -> usize {
+  let per_byte = |byte: &u8| match byte {
+    b'(' | b'[' | b'{' | b'<' | b'`' => STRIP_STACK_PER_BRACKET,
+    _ => STRIP_STACK_PER_BYTE,
+  };
+  let wrapper = (WRAP_PREFIX.len() + WRAP_SUFFIX.len()) * STRIP_STACK_PER_BRACKET;
+  program.as_bytes().iter().map(per_byte).fold(wrapper, usize::saturating_add).min(MAX_STRIP_STACK)
+}
 
 /// Strip `program`'s types. On success, the JavaScript body (same lines and
 /// columns as `program`); on failure, the message of a SyntaxError-style
 /// exception with positions in the program as written.
 ///
-/// On a stack of its own when the thread's has less left than the
-/// program's length may need ([`STRIP_STACK_PER_BYTE`]): nesting deeper
-/// than V8 compiles (which throws a `RangeError` at a few thousand levels)
-/// then fails there, not in the host.
+/// On a stack of its own when the thread's has less left than the program
+/// may need ([`strip_stack`]): nesting deeper than V8 compiles (which
+/// throws a `RangeError` at a few thousand levels) then fails there, not
+/// in the host.
 pub fn strip_types(program: &str) -> Result<String, String> {
-  let stack = program.len().saturating_add(WRAP_PREFIX.len() + WRAP_SUFFIX.len()).saturating_mul(STRIP_STACK_PER_BYTE);
-  let stack = stack.min(MAX_STRIP_STACK);
+  let stack = strip_stack(program);
   stacker::maybe_grow(stack, stack, || strip_types_here(program))
 }
 
@@ -141,30 +156,46 @@ fn rewrite_positions(message: &str, specifier: &ModuleSpecifier) -> String {
 mod tests {
   use super::*;
 
-  /// Each shape nested past what V8 compiles, on a run thread's 16 MiB:
-  /// the strip returns (V8 then throws its `RangeError`) instead of
-  /// overflowing the thread's stack, which ended the host.
+  /// Each shape nested past what V8 compiles, on a run thread's 16 MiB,
+  /// closed and not (a program of openers alone recurses as deep before
+  /// its syntax error): the strip returns (V8 then throws its
+  /// `RangeError`) instead of overflowing the thread's stack, which ended
+  /// the host. (Labels, `a:` repeated, are left out: swc checks each
+  /// against the ones around it, 20000 took a minute of CPU, which the
+  /// run's budget bounds.)
   #[test]
   fn nesting_deeper_than_a_run_threads_stack_holds_is_stripped_on_a_stack_of_its_own() {
     let depth = 20_000;
+    let nested = |prefix: &str, open: &str, inner: &str, close: &str| {
+      format!("{prefix}{}{inner}{}", open.repeat(depth), close.repeat(depth))
+    };
+    // (prefix, opener, innermost, closer): each closed, and as openers alone.
     let shapes = [
-      format!("return {}1{}", "(".repeat(depth), ")".repeat(depth)),
-      format!("return {}{}", "[".repeat(depth), "]".repeat(depth)),
-      format!("{}{}", "{".repeat(depth), "}".repeat(depth)),
-      format!("let x: {}number{} = 1", "Array<".repeat(depth), ">".repeat(depth)),
-      format!("return {}1", "()=>".repeat(depth)),
-      format!("return {}1{}", "`${".repeat(depth), "}`".repeat(depth)),
-      format!("return {}1", "!".repeat(100 * depth)),
-      format!("return {}1", "1+".repeat(100 * depth)),
+      ("return ", "(", "1", ")"),
+      ("return ", "[", "", "]"),
+      ("", "{", "", "}"),
+      ("let x: ", "Array<", "number", ">"),
+      ("let x: ", "(", "number", ")"),
+      ("let x: ", "[", "number", "]"),
+      ("let x: ", "{a:", "number", "}"),
+      ("return ", "()=>", "1", ""),
+      ("return ", "`${", "1", "}`"),
+      ("return ", "{a:", "1", "}"),
+      ("", "do ", "x;", " while(0)"),
+      ("return ", "!", "1", ""),
+      ("return ", "1+", "1", ""),
     ];
-    for program in shapes {
+    let programs = shapes
+      .iter()
+      .flat_map(|(prefix, open, inner, close)| [nested(prefix, open, inner, close), nested(prefix, open, "", "")]);
+    for program in programs {
+      let head = program.chars().take(24).collect::<String>();
       let stripped = std::thread::Builder::new()
         .stack_size(16 << 20)
         .spawn(move || strip_types(&program).map(|code| code.len()))
         .expect("a thread")
-        .join()
-        .expect("no overflow");
-      assert!(stripped.is_ok(), "{stripped:?}");
+        .join();
+      assert!(stripped.is_ok(), "the strip of {head}... overflowed");
     }
   }
 

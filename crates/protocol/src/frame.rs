@@ -318,7 +318,8 @@ pub enum FromHost {
   /// The host is initialised, locked down, and takes runs: the
   /// protections in effect (sent before any program ran in it).
   Ready { protections: Protections },
-  /// On the journal. The run is about to execute program code: from here
+  /// On the journal. The run is about to work on its program (strip its
+  /// types, then execute it): from here
   /// on, the host's death is the run's outcome; before it, the run can be
   /// placed again.
   Started { run_id: u32 },
