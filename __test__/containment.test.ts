@@ -65,6 +65,26 @@ describe('work V8 cannot interrupt', () => {
     }
   })
 
+  it('aborted after a tool answered it: its host is replaced all the same', async () => {
+    // Nothing wakes the watchdog when a run computes again after a tool's
+    // answer, nor when another thread stops it, and its look at the
+    // budgets may be as far off as the run's whole budget (two minutes
+    // here): the look for a stopped run that computes on is its own.
+    const one = await mount({ computeMs: 120_000, maxWallMs: 120_000, isolateHosts: 1 })
+    onTestFailed(() => console.error(`stats at the failure: ${JSON.stringify(one.runtime.stats())}`))
+    try {
+      const controller = new AbortController()
+      const running = one.run(`await tools.go({}); ${compileBomb}`, { bindings: tools({ go: async () => null }), signal: controller.signal })
+      await until(() => one.runtime.stats().cpuMs >= 300)
+      controller.abort(new Error('enough'))
+      expect((await running).error?.kind).toBe('abort')
+      await until(() => one.runtime.stats().hostRestarts >= 1)
+      expect(await one.run('return 1')).toEqual({ logs: [], value: 1 })
+    } finally {
+      await one.dispose()
+    }
+  })
+
   it('aborted, settles as aborted, and its host, whose thread it held, is replaced', async () => {
     const one = await mount({ computeMs: 120_000, maxWallMs: 120_000, isolateHosts: 1 })
     // Should the host never be replaced (seen once in a full suite, never

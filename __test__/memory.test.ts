@@ -39,6 +39,32 @@ const resetPeak = (m: Mounted) => processes(m).forEach((pid) => writeFileSync(`/
 
 const turn = () => new Promise((resolve) => setImmediate(resolve))
 
+/**
+ * `run` on `m`'s one host, with how far that host's RSS high-water mark
+ * rose above its RSS while it ran: read every millisecond while the host
+ * lives, since a run that ends its host leaves no mark to read after.
+ */
+async function withHostPeak<T>(m: Mounted, run: () => Promise<T>): Promise<{ result: T; growthMb: number }> {
+  const [host] = m.runtime.stats().hostPids
+  const status = () => readFileSync(`/proc/${host}/status`, 'utf8')
+  const before = kib(status(), /^VmRSS:\s+(\d+) kB/m) / 1024
+  writeFileSync(`/proc/${host}/clear_refs`, '5')
+  let peak = before
+  const watch = setInterval(() => {
+    // (A process that has ended and is not yet reaped has no memory lines.)
+    try {
+      const mark = kib(status(), /^VmHWM:\s+(\d+) kB/m) / 1024
+      if (Number.isFinite(mark)) peak = Math.max(peak, mark)
+    } catch {}
+  }, 1)
+  try {
+    const result = await run()
+    return { result, growthMb: peak - before }
+  } finally {
+    clearInterval(watch)
+  }
+}
+
 const EXTERNAL = /^external memory limit reached: .*maxExternalMemoryMb \(32 MiB\)$/
 const HEAP = /^heap limit reached: .*maxOldGenerationSizeMb \(64 MiB\)$/
 const COMPUTE = /^compute budget exhausted \(3000ms busy\)$/
@@ -160,23 +186,9 @@ describe('a loop V8 stops late at the heap cap', () => {
     const one = await mount({ maxOldGenerationSizeMb: HEAP_MB, maxExternalMemoryMb: EXTERNAL_MB, computeMs: 60_000, maxWallMs: 120_000, isolateHosts: 1 })
     try {
       for (const program of ['const keep = []; for (;;) keep.push(new Array(1000))', 'const keep = []; for (;;) keep.push(new Array(100).fill(1))']) {
-        const [host] = one.runtime.stats().hostPids
-        const status = () => readFileSync(`/proc/${host}/status`, 'utf8')
-        const before = kib(status(), /^VmRSS:\s+(\d+) kB/m) / 1024
-        writeFileSync(`/proc/${host}/clear_refs`, '5')
-        // The host dies at the end: its high-water mark is read while it lives.
-        let peak = before
-        // (A process that has ended and is not yet reaped has no memory lines.)
-        const watch = setInterval(() => {
-          try {
-            const mark = kib(status(), /^VmHWM:\s+(\d+) kB/m) / 1024
-            if (Number.isFinite(mark)) peak = Math.max(peak, mark)
-          } catch {}
-        }, 1)
-        const result = await one.run(program)
-        clearInterval(watch)
+        const { result, growthMb } = await withHostPeak(one, () => one.run(program))
         expect(result.error?.kind).toBe('worker-exit')
-        expect(peak - before).toBeLessThan(2 * HEAP_MB + STOPPED_ROOM_MB + ALLOWANCE_MB)
+        expect(growthMb).toBeLessThan(2 * HEAP_MB + STOPPED_ROOM_MB + ALLOWANCE_MB)
         expect(await one.run('return 1')).toEqual({ logs: [], value: 1 })
       }
     } finally {
@@ -216,20 +228,7 @@ describe('a compile V8 cannot interrupt, past the bound on its zones', () => {
       // Once a run has been answered, its host is ready and has said what it has.
       expect(await one.run('return 1')).toEqual({ logs: [], value: 1 })
       expect(one.runtime.stats().sandbox.compilerZones).toBe(true)
-      const [host] = one.runtime.stats().hostPids
-      const status = () => readFileSync(`/proc/${host}/status`, 'utf8')
-      const before = kib(status(), /^VmRSS:\s+(\d+) kB/m) / 1024
-      writeFileSync(`/proc/${host}/clear_refs`, '5')
-      // The host dies at the end: its high-water mark is read while it lives.
-      let peak = before
-      const watch = setInterval(() => {
-        try {
-          const mark = kib(status(), /^VmHWM:\s+(\d+) kB/m) / 1024
-          if (Number.isFinite(mark)) peak = Math.max(peak, mark)
-        } catch {}
-      }, 1)
-      const result = await one.run(program)
-      clearInterval(watch)
+      const { result, growthMb } = await withHostPeak(one, () => one.run(program))
       // At the external cap; or at the heap's, where the compile ended
       // before the watchdog looked (a loaded machine) and its code filled
       // the heap.
@@ -237,7 +236,7 @@ describe('a compile V8 cannot interrupt, past the bound on its zones', () => {
       expect(result.error?.message).toMatch(new RegExp(`${EXTERNAL.source}|${HEAP.source}`))
       // The bound is as late as the watchdog, which a loaded machine delays:
       // judged with room for that, well under the ~850 MiB these held unchecked.
-      expect(peak - before).toBeLessThan(EXTERNAL_MB + 2 * ZONE_ROOM_MB + ALLOWANCE_MB + LATE_WATCHDOG_MB)
+      expect(growthMb).toBeLessThan(EXTERNAL_MB + 2 * ZONE_ROOM_MB + ALLOWANCE_MB + LATE_WATCHDOG_MB)
       const exit = one.runtime.stats().lastHostExit
       if (exit !== undefined) expect(exit).toMatch(/a run's compile held \d+ MiB outside the heap after it was stopped/)
       expect(reports.at(-1)?.reexecutions).toBe(0)

@@ -15,19 +15,22 @@
 //! of megabytes (`new Function`, `eval`: its time grows with the source
 //! and the depth of its scopes, and a 1.6 MB source took 28 s here), one
 //! call of a built-in over a huge input, or the TypeScript strip before
-//! the program starts (swc's time grows exponentially with some nestings). A stopped run (by any
-//! thread: a budget here, an abort or disposal on the channel, the run's
-//! own caps) that its thread still computes for [`UNSTOPPABLE_AFTER`] of
-//! its CPU ends the host: no other way frees the thread. Before it ends,
+//! the program starts (swc's time grows exponentially with some
+//! nestings). A stopped run (by any thread: a budget here, an abort or
+//! disposal on the channel, the run's own caps) that its thread still
+//! computes for [`UNSTOPPABLE_AFTER`] of its CPU ends the host: no other
+//! way frees the thread. The watchdog looks for one every [`LIVE_TICK`]
+//! while a run is live, not on the budgets' schedule, which a stop by
+//! another thread does not wake and which may be as long as a run's whole
+//! budget (a run stopped then would finish its compile first). Before it ends,
 //! the host names the run in its journal with the failure its stop would
 //! have settled it with ([`RunEvents::unstoppable`]): the harness settles
 //! the run so (a run it stopped itself, aborted or disposed of, as it
 //! stopped it) instead of executing it again to find out; the runs beside
 //! it are carried on by its rules for any host's death.
 //!
-//! The watchdog also reads what each run's compilers hold in zones
-//! outside the heap (`compiler_zones.rs`), every [`ZONE_TICK`] while a run
-//! is live: past the run's allowance (its external-memory cap, its
+//! In the same look the watchdog reads what each run's compilers hold in
+//! zones outside the heap (`compiler_zones.rs`): past the run's allowance (its external-memory cap, its
 //! program's source and a room for V8's own compiles) it stops the run at
 //! that cap; a stopped run whose zones still grow by the room past it is
 //! in a compile its stop waits for (a regular expression or a source of
@@ -127,15 +130,15 @@ const IDLE_TICK: Duration = Duration::from_secs(3600);
 /// under a second past one: `toUpperCase` of megabytes), well short of a
 /// compile's minutes.
 pub const UNSTOPPABLE_AFTER: Duration = Duration::from_secs(2);
-/// The longest sleep while a run computes: how late a stop made by another
-/// thread (which does not wake the watchdog) is first seen.
+/// The longest sleep of the budgets' look while a run computes.
 const COMPUTING_TICK: Duration = Duration::from_millis(200);
-/// How often the live runs' compiler zones are read: a compile that
-/// grows them (~0.5 GB/s here for a regular expression) overshoots the
-/// bound by what it makes in this long. A look at the zones is a lock of
-/// the run table and atomic reads; the budgets are looked at on their own
-/// schedule.
-const ZONE_TICK: Duration = Duration::from_millis(10);
+/// How often the live runs are looked at for what a stop does not reach
+/// ([`watch_live`]): a compile that grows its zones (~0.5 GB/s here for a
+/// regular expression) overshoots their bound by what it makes in this
+/// long; a stopped run is seen computing on within it. A look is a lock of
+/// the run table, atomic reads, and a CPU clock read for a stopped run
+/// only; the budgets are looked at on their own schedule.
+const LIVE_TICK: Duration = Duration::from_millis(10);
 
 fn watch_loop(shared: &Shared) {
   let mut signals = lock(&shared.signals);
@@ -147,12 +150,12 @@ fn watch_loop(shared: &Shared) {
     if std::mem::take(&mut signals.registered) {
       budgets_due = Instant::now();
     }
-    let zones_next = watch_zones(shared);
+    let live_next = watch_live(shared);
     let now = Instant::now();
     if now >= budgets_due {
       budgets_due = now + watch_budgets(shared, now);
     }
-    let sleep = budgets_due.saturating_duration_since(Instant::now()).min(zones_next);
+    let sleep = budgets_due.saturating_duration_since(Instant::now()).min(live_next);
     signals = match shared.changed.wait_timeout(signals, sleep) {
       Ok((guard, _)) => guard,
       Err(poisoned) => poisoned.into_inner().0,
@@ -160,8 +163,7 @@ fn watch_loop(shared: &Shared) {
   }
 }
 
-/// Look at every live run's budgets (and at a stopped run that computes
-/// on); returns how soon to look again.
+/// Look at every live run's budgets; returns how soon to look again.
 fn watch_budgets(shared: &Shared, now: Instant) -> Duration {
   let mut next = IDLE_TICK;
   // Read outside the table's lock: a CPU clock is a system call per run.
@@ -173,17 +175,6 @@ fn watch_budgets(shared: &Shared, now: Instant) -> Duration {
     }
     if phase == Phase::Computing {
       next = next.min(COMPUTING_TICK);
-      if let (Some(stop), Some(now)) = (run.control().reason(), budget.metered_now()) {
-        let past_stop = now.saturating_sub(run.cpu_at_stop(now));
-        match left_of(UNSTOPPABLE_AFTER, past_stop) {
-          Some(left) => next = next.min(left.max(MIN_TICK)),
-          None => {
-            let (kind, message) = failure(&stop, &shared.config);
-            shared.events.unstoppable(run.run_id(), kind, &message);
-            end_host_for_unstoppable()
-          }
-        }
-      }
     }
     if !run.watched() {
       continue;
@@ -207,23 +198,35 @@ fn watch_budgets(shared: &Shared, now: Instant) -> Duration {
   next
 }
 
-/// Look at every live run's compiler zones; returns how soon to look
-/// again: [`ZONE_TICK`] while any run is live (where the host could read
-/// them at all), since nothing wakes the watchdog when a run starts
-/// computing, or computes again after a tool's answer (each would cost a
-/// wake-up on the run's path).
-fn watch_zones(shared: &Shared) -> Duration {
-  if !compiler_zones::is_located() {
-    return IDLE_TICK;
-  }
+/// Look at every live run that may be past what a stop reaches: a stopped
+/// run that goes on computing (its CPU since the watchdog first saw it
+/// stopped), and every run's compiler zones (where the host could read
+/// them). Returns how soon to look again: [`LIVE_TICK`] while any run is
+/// live, since nothing wakes the watchdog when a run starts computing,
+/// computes again after a tool's answer, or is stopped by another thread
+/// (each would cost a wake-up on the run's path), and the budgets' own
+/// schedule may be as long as a run's whole budget.
+fn watch_live(shared: &Shared) -> Duration {
   let mut next = IDLE_TICK;
+  let zones_located = compiler_zones::is_located();
   for run in shared.runs.snapshot() {
-    if run.budget().phase() != Phase::Ended {
-      next = ZONE_TICK;
+    let budget = run.budget();
+    if budget.phase() == Phase::Ended {
+      continue;
     }
+    next = LIVE_TICK;
     let control = run.control();
-    let Some((zones, stop_at)) = control.zones() else { continue };
-    match zone_verdict(zones, stop_at, control.reason().is_some()) {
+    let stop = control.reason();
+    if let (Some(stop), Some(now), Phase::Computing) = (stop.as_ref(), budget.metered_now(), budget.phase()) {
+      let past_stop = now.saturating_sub(run.cpu_at_stop(now));
+      if left_of(UNSTOPPABLE_AFTER, past_stop).is_none() {
+        let (kind, message) = failure(stop, &shared.config);
+        shared.events.unstoppable(run.run_id(), kind, &message);
+        end_host_for_unstoppable()
+      }
+    }
+    let Some((zones, stop_at)) = control.zones().filter(|_| zones_located) else { continue };
+    match zone_verdict(zones, stop_at, stop.is_some()) {
       ZoneVerdict::Within => {}
       ZoneVerdict::Stop => {
         control.stop(StopReason::ExternalMemory);
