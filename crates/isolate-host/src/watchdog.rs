@@ -217,7 +217,9 @@ fn watch_live(shared: &Shared) -> Duration {
     next = LIVE_TICK;
     let control = run.control();
     let stop = control.reason();
-    if let (Some(stop), Some(now), Phase::Computing) = (stop.as_ref(), budget.metered_now(), budget.phase()) {
+    // Whatever its phase says: a thread that waits spends no CPU, so only
+    // one that computes can pass the mark.
+    if let (Some(stop), Some(now)) = (stop.as_ref(), budget.metered_now()) {
       let past_stop = now.saturating_sub(run.cpu_at_stop(now));
       if left_of(UNSTOPPABLE_AFTER, past_stop).is_none() {
         let (kind, message) = failure(stop, &shared.config);
