@@ -105,11 +105,7 @@ pub fn locate(isolate: &v8::Isolate) {
   if let Some(offset) = found {
     let _ = ALLOCATOR_FIELD.set(offset);
   }
-  *decision = Some(found.is_some());
-  DECISION.1.notify_all();
-  // Nothing reads through it again: the host holds no descriptor it
-  // does not need.
-  *lock(&PROBE) = None;
+  decide(&mut decision, found.is_some());
 }
 
 /// The host's first isolate could not be made: nothing can be located, and
@@ -117,15 +113,17 @@ pub fn locate(isolate: &v8::Isolate) {
 pub fn unlocatable() {
   let mut decision = lock(&DECISION.0);
   if decision.is_none() {
-    *decision = Some(false);
-    DECISION.1.notify_all();
-    *lock(&PROBE) = None;
+    decide(&mut decision, false);
   }
 }
 
-/// Whether the field has been found (without waiting).
-pub fn is_located() -> bool {
-  ALLOCATOR_FIELD.get().is_some()
+/// Record whether the field was found, for [`located`]'s waiters.
+fn decide(decision: &mut Option<bool>, found: bool) {
+  *decision = Some(found);
+  DECISION.1.notify_all();
+  // Nothing reads through the pipe again: the host holds no descriptor it
+  // does not need.
+  *lock(&PROBE) = None;
 }
 
 /// Whether the field was found, once the host's first isolate has looked
@@ -368,33 +366,31 @@ mod tests {
   /// before, and is back once the compile ends.
   #[test]
   fn the_meter_reads_a_compile_from_another_thread() {
-    crate::platform::ensure_initialized().expect("V8");
-    let thread_runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a runtime");
-    let _entered = thread_runtime.enter();
-    let mut isolate = crate::isolate::PreparedIsolate::new(&crate::config::RuntimeConfig::small()).expect("an isolate");
-    assert!(located(), "the allocator field is found (PreparedIsolate::new looks)");
-    // SAFETY: the meter is dropped before the isolate (declared after it).
-    let meter = unsafe { ZoneMeter::of(isolate.runtime.v8_isolate()) }.expect("a meter");
-    let before = meter.bytes();
-    let most = AtomicUsize::new(0);
-    let done = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|threads| {
-      let (most, done, meter) = (&most, &done, &meter);
-      threads.spawn(move || {
-        while !done.load(Ordering::Acquire) {
-          most.fetch_max(meter.bytes(), Ordering::Relaxed);
-          std::thread::yield_now();
-        }
+    crate::platform::with_test_isolate(|isolate| {
+      assert!(located(), "the allocator field is found (PreparedIsolate::new looks)");
+      // SAFETY: the meter is dropped at the closure's end, before the isolate.
+      let meter = unsafe { ZoneMeter::of(isolate.runtime.v8_isolate()) }.expect("a meter");
+      let before = meter.bytes();
+      let most = AtomicUsize::new(0);
+      let done = std::sync::atomic::AtomicBool::new(false);
+      std::thread::scope(|threads| {
+        let (most, done, meter) = (&most, &done, &meter);
+        threads.spawn(move || {
+          while !done.load(Ordering::Acquire) {
+            most.fetch_max(meter.bytes(), Ordering::Relaxed);
+            std::thread::yield_now();
+          }
+        });
+        isolate
+          .runtime
+          .execute_script("zones_test.js", "new RegExp('a|'.repeat(200000) + 'b').test('zzzb')")
+          .expect("it runs");
+        done.store(true, Ordering::Release);
       });
-      isolate
-        .runtime
-        .execute_script("zones_test.js", "new RegExp('a|'.repeat(200000) + 'b').test('zzzb')")
-        .expect("it runs");
-      done.store(true, Ordering::Release);
-    });
-    let most = most.load(Ordering::Relaxed);
-    assert!(most >= before + (16 << 20), "a compile of 400 K units is seen: {most} against {before}");
-    assert!(meter.bytes() <= before + (1 << 20), "its zones are gone: {} against {before}", meter.bytes());
+      let most = most.load(Ordering::Relaxed);
+      assert!(most >= before + (16 << 20), "a compile of 400 K units is seen: {most} against {before}");
+      assert!(meter.bytes() <= before + (1 << 20), "its zones are gone: {} against {before}", meter.bytes());
+    })
   }
 
   #[test]

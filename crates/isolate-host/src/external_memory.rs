@@ -115,6 +115,11 @@ impl ExternalMemory {
     Some(Held { account, bytes })
   }
 
+  /// The cap, in bytes (the run's `maxExternalMemoryMb`).
+  pub fn limit(&self) -> usize {
+    self.limit
+  }
+
   /// Bytes counted now.
   pub fn used(&self) -> usize {
     self.used.load(Ordering::Relaxed)

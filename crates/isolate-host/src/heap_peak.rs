@@ -51,31 +51,29 @@ unsafe extern "C" fn before_collection(
 
 #[cfg(test)]
 mod tests {
-  use crate::config::RuntimeConfig;
   use crate::isolate::PreparedIsolate;
+  use crate::platform::with_test_isolate;
 
   /// A heap that held tens of MiB and dropped them has its peak kept,
   /// though the heap is small again at the end (a sandbox isolate, as a
   /// run gets it).
   #[test]
   fn the_peak_outlives_a_collection() {
-    crate::platform::ensure_initialized().expect("V8");
-    let thread_runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a runtime");
-    let _entered = thread_runtime.enter();
-    let mut isolate = PreparedIsolate::new(&RuntimeConfig::small()).expect("an isolate");
-    let peak = isolate.heap_peak.clone();
-    let start = peak.bytes(isolate.runtime.v8_isolate());
-    let run = |isolate: &mut PreparedIsolate, source: &'static str| {
-      isolate.runtime.execute_script("heap_peak_test.js", source).expect("it runs");
-    };
-    run(&mut isolate, "globalThis.held = Array.from({ length: 24 }, () => new Array(1 << 17).fill(1.5)); 0");
-    let held = peak.bytes(isolate.runtime.v8_isolate());
-    run(&mut isolate, "globalThis.held = undefined; 0");
-    isolate.runtime.v8_isolate().low_memory_notification();
-    let now = isolate.runtime.v8_isolate().get_heap_statistics().used_heap_size() as u64;
-    let after = peak.bytes(isolate.runtime.v8_isolate());
-    assert!(held >= start + (20 << 20), "held {held}, start {start}");
-    assert!(now < held / 2, "the heap is small again: {now} of {held}");
-    assert!(after >= held, "the peak is kept: {after} of {held}");
+    with_test_isolate(|isolate| {
+      let peak = isolate.heap_peak.clone();
+      let start = peak.bytes(isolate.runtime.v8_isolate());
+      let run = |isolate: &mut PreparedIsolate, source: &'static str| {
+        isolate.runtime.execute_script("heap_peak_test.js", source).expect("it runs");
+      };
+      run(isolate, "globalThis.held = Array.from({ length: 24 }, () => new Array(1 << 17).fill(1.5)); 0");
+      let held = peak.bytes(isolate.runtime.v8_isolate());
+      run(isolate, "globalThis.held = undefined; 0");
+      isolate.runtime.v8_isolate().low_memory_notification();
+      let now = isolate.runtime.v8_isolate().get_heap_statistics().used_heap_size() as u64;
+      let after = peak.bytes(isolate.runtime.v8_isolate());
+      assert!(held >= start + (20 << 20), "held {held}, start {start}");
+      assert!(now < held / 2, "the heap is small again: {now} of {held}");
+      assert!(after >= held, "the peak is kept: {after} of {held}");
+    })
   }
 }

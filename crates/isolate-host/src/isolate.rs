@@ -28,7 +28,7 @@ const SANDBOX_HEAP_FLOOR: usize = 16 << 20;
 
 /// A config's size in MiB (`maxOldGenerationSizeMb`, `maxExternalMemoryMb`),
 /// in bytes.
-pub fn mib_to_bytes(mib: f64) -> usize {
+fn mib_to_bytes(mib: f64) -> usize {
   (mib * MIB) as usize
 }
 

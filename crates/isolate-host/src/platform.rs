@@ -125,6 +125,19 @@ pub fn initialize(compiler: OptimizingCompiler) -> Result<(), String> {
     .clone()
 }
 
+/// For the crate's tests: run `test` on a prepared isolate of this
+/// platform, as a run gets it (the small test config), with the
+/// current-thread runtime deno_core needs entered while the isolate is
+/// made, used and dropped.
+#[cfg(test)]
+pub(crate) fn with_test_isolate<R>(test: impl FnOnce(&mut crate::isolate::PreparedIsolate) -> R) -> R {
+  ensure_initialized().expect("V8");
+  let thread_runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a runtime");
+  let _entered = thread_runtime.enter();
+  let mut isolate = crate::isolate::PreparedIsolate::new(&RuntimeConfig::small()).expect("an isolate");
+  test(&mut isolate)
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;

@@ -22,7 +22,7 @@ use crate::config::RuntimeConfig;
 use crate::control::{AttachedIsolate, RunControl, ZoneWatch};
 use crate::external_memory::ExternalMemory;
 use crate::icu_memory::ChargeIcu;
-use crate::isolate::{heap_limit_for_stopped, mib_to_bytes, PreparedIsolate};
+use crate::isolate::{heap_limit_for_stopped, PreparedIsolate};
 use crate::ledger::{FailureKind, Output, OutputLedger};
 use crate::mailbox::Mailbox;
 use crate::transpile::{strip_types, PROGRAM_NAME};
@@ -441,7 +441,7 @@ async fn execute_on(isolate: &mut PreparedIsolate, job: &RunJob, context: &RunCo
   // of this function or as a panic unwinds it, and the isolate is disposed
   // only after this function returns.
   let meter = unsafe { ZoneMeter::of(v8_isolate) };
-  let cap = mib_to_bytes(config.max_external_memory_mb);
+  let cap = isolate.external_memory.limit();
   let zones = meter.map(|meter| ZoneWatch { meter, stop_at: zone_allowance(cap, code.len()) });
   let attached = Attached::to(control, AttachedIsolate { handle: v8_isolate.thread_safe_handle(), zones });
   isolate.cap_heap_for_the_program();

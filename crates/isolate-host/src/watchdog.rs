@@ -44,9 +44,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::budget::Phase;
-use crate::compiler_zones::{self, zone_verdict, ZoneVerdict};
+use crate::compiler_zones::{zone_verdict, ZoneVerdict};
 use crate::config::RuntimeConfig;
-use crate::live_runs::LiveRuns;
+use crate::live_runs::{LiveRun, LiveRuns};
 use crate::lock::lock;
 use crate::run::RunEvents;
 use crate::time_left::left_of;
@@ -130,8 +130,6 @@ const IDLE_TICK: Duration = Duration::from_secs(3600);
 /// under a second past one: `toUpperCase` of megabytes), well short of a
 /// compile's minutes.
 pub const UNSTOPPABLE_AFTER: Duration = Duration::from_secs(2);
-/// The longest sleep of the budgets' look while a run computes.
-const COMPUTING_TICK: Duration = Duration::from_millis(200);
 /// How often the live runs are looked at for what a stop does not reach
 /// ([`watch_live`]): a compile that grows its zones (~0.5 GB/s here for a
 /// regular expression) overshoots their bound by what it makes in this
@@ -169,12 +167,8 @@ fn watch_budgets(shared: &Shared, now: Instant) -> Duration {
   // Read outside the table's lock: a CPU clock is a system call per run.
   for run in shared.runs.snapshot() {
     let budget = run.budget();
-    let phase = budget.phase();
-    if phase == Phase::Ended {
+    if budget.phase() == Phase::Ended {
       continue;
-    }
-    if phase == Phase::Computing {
-      next = next.min(COMPUTING_TICK);
     }
     if !run.watched() {
       continue;
@@ -208,7 +202,6 @@ fn watch_budgets(shared: &Shared, now: Instant) -> Duration {
 /// schedule may be as long as a run's whole budget.
 fn watch_live(shared: &Shared) -> Duration {
   let mut next = IDLE_TICK;
-  let zones_located = compiler_zones::is_located();
   for run in shared.runs.snapshot() {
     let budget = run.budget();
     if budget.phase() == Phase::Ended {
@@ -222,47 +215,46 @@ fn watch_live(shared: &Shared) -> Duration {
     if let (Some(stop), Some(now)) = (stop.as_ref(), budget.metered_now()) {
       let past_stop = now.saturating_sub(run.cpu_at_stop(now));
       if left_of(UNSTOPPABLE_AFTER, past_stop).is_none() {
-        let (kind, message) = failure(stop, &shared.config);
-        shared.events.unstoppable(run.run_id(), kind, &message);
-        end_host_for_unstoppable()
+        end_host_for(
+          shared,
+          &run,
+          stop,
+          format_args!(
+            "a run went on computing for {} ms of CPU after it was stopped (V8 cannot interrupt a compile, nor some single built-in calls, nor the TypeScript strip)",
+            UNSTOPPABLE_AFTER.as_millis()
+          ),
+        )
       }
     }
-    let Some((zones, stop_at)) = control.zones().filter(|_| zones_located) else { continue };
-    match zone_verdict(zones, stop_at, stop.is_some()) {
-      ZoneVerdict::Within => {}
-      ZoneVerdict::Stop => {
+    // None where the host could not locate them.
+    let Some((zones, stop_at)) = control.zones() else { continue };
+    match (zone_verdict(zones, stop_at, stop.is_some()), stop) {
+      (ZoneVerdict::Within, _) => {}
+      (ZoneVerdict::Stop, _) | (ZoneVerdict::EndHost, None) => {
         control.stop(StopReason::ExternalMemory);
       }
-      ZoneVerdict::EndHost => {
-        let stop = control.reason().unwrap_or(StopReason::ExternalMemory);
-        let (kind, message) = failure(&stop, &shared.config);
-        shared.events.unstoppable(run.run_id(), kind, &message);
-        end_host_for_zones(zones)
-      }
+      (ZoneVerdict::EndHost, Some(stop)) => end_host_for(
+        shared,
+        &run,
+        &stop,
+        format_args!(
+          "a run's compile held {} MiB outside the heap after it was stopped (V8 cannot interrupt a compile)",
+          zones >> 20
+        ),
+      ),
     }
   }
   next
 }
 
-/// A stopped run's compile goes on growing its zones (see the module doc):
-/// end the host, as for [`end_host_for_unstoppable`].
-fn end_host_for_zones(zones: usize) -> ! {
-  eprintln!(
-    "dsh-isolate-host: a run's compile held {} MiB outside the heap after it was stopped (V8 cannot interrupt a compile), so its host was ended",
-    zones >> 20
-  );
-  // SAFETY: as in `end_host_for_unstoppable`.
-  unsafe { libc::_exit(3) }
-}
-
-/// A stopped run's thread cannot be freed (see the module doc): end the
-/// host, saying why on stderr, whose `dsh-isolate-host:` line the harness
+/// A stopped run whose thread cannot be freed (see the module doc): name
+/// it in the journal with the failure its stop makes, then end the host,
+/// saying `why` on stderr, whose `dsh-isolate-host:` line the harness
 /// takes as how the host ended.
-fn end_host_for_unstoppable() -> ! {
-  eprintln!(
-    "dsh-isolate-host: a run went on computing for {} ms of CPU after it was stopped (V8 cannot interrupt a compile, nor some single built-in calls, nor the TypeScript strip), so its host was ended",
-    UNSTOPPABLE_AFTER.as_millis()
-  );
+fn end_host_for(shared: &Shared, run: &LiveRun, stop: &StopReason, why: std::fmt::Arguments) -> ! {
+  let (kind, message) = failure(stop, &shared.config);
+  shared.events.unstoppable(run.run_id(), kind, &message);
+  eprintln!("dsh-isolate-host: {why}, so its host was ended");
   // SAFETY: _exit ends the process without running destructors or atexit
   // handlers, which is what is wanted with V8 threads still running (one
   // of them inside V8 for as long as the compile lasts).
