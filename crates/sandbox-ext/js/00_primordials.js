@@ -257,6 +257,9 @@
 
   p.ArrayBuffer = ArrayBuffer;
   p.ArrayBufferIsView = ArrayBuffer.isView;
+  // structuredClone's transfer list (lazy/structured_clone.js) refuses a
+  // detached buffer as Node does, before V8 sees it.
+  p.ArrayBufferPrototypeGetDetached = uncurryThis(Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "detached").get);
   p.SharedArrayBuffer = globalThis.SharedArrayBuffer;
   // The two prototypes whose methods copy a whole string into ICU memory
   // (11_memory_caps.js checks them); %Segments% has no global name.

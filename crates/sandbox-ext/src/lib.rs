@@ -29,11 +29,15 @@ use dsh_protocol::text::SharedBytes;
 mod digest;
 mod json_nesting;
 pub mod lazy_sources;
+mod process_env;
+mod structured_clone;
 mod whatwg_url;
 
 use digest::{digest, DIGESTS};
 use json_nesting::{json_nesting, JSON_NESTING_LEVEL_BYTES};
 use lazy_sources::LAZY_SOURCES;
+use process_env::op_dsh_process_env;
+use structured_clone::{op_dsh_host_object, op_dsh_structured_clone};
 use whatwg_url::{URL_PARTS, URL_SETTERS};
 
 /// The run's reply pump: resolves with every reply that has arrived (at
@@ -739,6 +743,9 @@ deno_core::extension!(
     op_dsh_random,
     op_dsh_url_parse,
     op_dsh_url_set,
+    op_dsh_host_object,
+    op_dsh_structured_clone,
+    op_dsh_process_env,
     op_dsh_preview_entries,
     op_dsh_memory_check,
     op_dsh_charge_until_collected,

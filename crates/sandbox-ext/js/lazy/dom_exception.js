@@ -1,15 +1,18 @@
 // Copyright the dsh-code-runtime-v8 authors. MIT license.
 // DOMException (WebIDL), shaped as Node's: an Error whose name, message and
 // code are accessors, with the legacy code constants; the sandbox's web
-// APIs (atob, btoa, structuredClone, crypto) throw it, as Node's do. A lazy
-// module (14_lazy_globals.js).
+// APIs (atob, btoa, structuredClone, crypto) throw it, as Node's do; it
+// clones as Node's does (its name, message and stack; nothing else of
+// it). A lazy module (14_lazy_globals.js).
 //
-// Takes: primordials, api (setToStringTag). Makes DOMException; gives the
-// other modules domException(message, name, caller).
+// Takes: primordials, native (ops), api (setToStringTag). Makes
+// DOMException; gives the other modules domException(message, name,
+// caller) and the DOMException of a clone's data (revive).
 "use strict";
 
 const {
   primordials: p,
+  native: { ops },
   api: { setToStringTag },
 } = dsh;
 const { ObjectDefineProperty, String } = p;
@@ -48,11 +51,20 @@ for (let i = 0; i < LEGACY.length; i++) {
   if (i !== 1 && i !== 5 && i !== 9 && i !== 15) CODES[LEGACY[i][1]] = i + 1;
 }
 
+// What a clone is made from (see cloneData), a static block's.
+let cloneData;
+/** A DOMException's data for its clone (`this`: the DOMException), as structuredClone's revive takes it. */
+function cloneDOMException() {
+  return cloneData(this);
+}
+
 class DOMException extends p.Error {
   #name;
   #message;
   constructor(message = "", options = "Error") {
     super();
+    // A host object of structuredClone's (crates/sandbox-ext/src/structured_clone.rs).
+    ops.op_dsh_host_object(this, cloneDOMException);
     this.#message = String(message);
     if (options !== null && typeof options === "object") {
       this.#name = "name" in options ? String(options.name) : "Error";
@@ -72,6 +84,9 @@ class DOMException extends p.Error {
   get code() {
     return CODES[this.#name] ?? 0;
   }
+  static {
+    cloneData = (error) => ["DOMException", { __proto__: null, name: error.#name, message: error.#message, stack: error.stack }];
+  }
 }
 setToStringTag(DOMException);
 for (let i = 0; i < LEGACY.length; i++) {
@@ -89,6 +104,13 @@ return {
   domException(message, name, caller) {
     const error = new DOMException(message, name);
     p.ErrorCaptureStackTrace(error, caller);
+    return error;
+  },
+  /** The clone of a DOMException, from what cloneDOMException gave. */
+  revive(data) {
+    const error = new DOMException(data.message, data.name);
+    // Through the accessor V8 gave it, as Node's clone keeps it.
+    error.stack = data.stack;
     return error;
   },
 };

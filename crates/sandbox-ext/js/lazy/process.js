@@ -48,6 +48,24 @@ function exitCodeOf(code, caller) {
   throw errors.invalidArgType("code", "number", code, caller);
 }
 
+// --- env
+
+/**
+ * process.env, made as Node makes it (crates/sandbox-ext/src/process_env.rs);
+ * and, as in Node, structuredClone copies it into a plain object (lazy/structured_clone.js).
+ */
+function makeEnv() {
+  const env = ops.op_dsh_process_env();
+  ops.op_dsh_host_object(env, cloneEnv);
+  return env;
+}
+function cloneEnv() {
+  const copy = {};
+  const keys = p.ObjectKeys(this);
+  for (let i = 0; i < keys.length; i++) defineAssigned(copy, keys[i], this[keys[i]]);
+  return ["env", copy];
+}
+
 // --- events: Node's EventEmitter methods, shared by process and its streams
 
 const kEvents = p.Symbol("events");
@@ -383,7 +401,7 @@ const process = {
   // the host's process ids say nothing about the run (README, "process").
   pid: 1,
   ppid: 0,
-  env: {},
+  env: makeEnv(),
   argv: [],
   execArgv: [],
   platform: "sandbox",

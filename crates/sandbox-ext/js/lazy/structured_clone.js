@@ -1,31 +1,82 @@
 // Copyright the dsh-code-runtime-v8 authors. MIT license.
-// structuredClone: V8's serializer (through deno_core), with Node's
-// argument error and DataCloneError, and the clone's buffers checked
-// against the program's external-memory cap. A lazy module
-// (14_lazy_globals.js).
+// structuredClone as Node's: V8's serializer with the sandbox's host
+// objects (crates/sandbox-ext/src/structured_clone.rs: a DOMException
+// clones as one, process.env as a plain object, a URL or URLSearchParams
+// is refused), `transfer`'s
+// ArrayBuffers moved into the clone, Node's option and argument errors and
+// its DataCloneError, and the clone's buffers checked against the
+// program's external-memory cap. A lazy module (14_lazy_globals.js).
 //
-// Takes: primordials, native (core), memoryCaps, lazyGlobals (the
-// domException module). Makes structuredClone.
+// Takes: primordials, native (core, ops), memoryCaps, nodeErrors, lazyGlobals
+// (the domException module), and `host` (its Node line). Makes
+// structuredClone.
 "use strict";
 
 const {
   primordials: p,
-  native: { core },
+  native: { core, ops },
   lazyGlobals: { load },
   memoryCaps: { checkedBuffers },
+  nodeErrors: { nodeError },
 } = dsh;
-const { domException } = load("domException");
-const coreStructuredClone = core.structuredClone;
+const { domException, revive: reviveDOMException } = load("domException");
+const { ArrayPrototypePush, ArrayPrototypeIncludes, TypeError } = p;
+const isArrayBuffer = core.isArrayBuffer;
+// Node 24 converts the options as WebIDL says, in WebIDL's words.
+const webidl = host.nodeMajor >= 24;
+const NOT_A_SEQUENCE = `Failed to execute 'structuredClone': transfer in Options ${webidl ? "cannot" : "can not"} be converted to sequence.`;
+
+/**
+ * The clone of a host object, from the `[kind, data]` its clone function
+ * gave (lazy/dom_exception.js, lazy/process.js).
+ */
+const REVIVERS = { __proto__: null, DOMException: reviveDOMException, env: (copy) => copy };
+function revive(cloned) {
+  return REVIVERS[cloned[0]](cloned[1]);
+}
+
+/** V8's refusals, as Node throws them. */
+function dataCloneError(message) {
+  return domException(message, "DataCloneError", structuredClone);
+}
+
+/** `options.transfer` as a list of distinct, attached ArrayBuffers (Node's checks and messages). */
+function transferList(options) {
+  if (options === undefined || options === null) return [];
+  if (typeof options !== "object" && typeof options !== "function") {
+    throw nodeError(TypeError, "ERR_INVALID_ARG_TYPE", "Failed to execute 'structuredClone': Options cannot be converted to a dictionary");
+  }
+  const transfer = options.transfer;
+  if (transfer === undefined) return [];
+  if ((typeof transfer !== "object" && typeof transfer !== "function") || transfer === null || typeof transfer[p.SymbolIterator] !== "function") {
+    throw nodeError(TypeError, "ERR_INVALID_ARG_TYPE", NOT_A_SEQUENCE);
+  }
+  const items = [];
+  // The program's own iterable: iterated as Node iterates it.
+  for (const item of transfer) {
+    if ((typeof item !== "object" && typeof item !== "function") || item === null) {
+      const message = webidl ? `Failed to execute 'structuredClone': transfer in Options[${items.length}] is not an object.` : "Value is not an object";
+      throw nodeError(TypeError, "ERR_INVALID_ARG_TYPE", message);
+    }
+    ArrayPrototypePush(items, item);
+  }
+  const buffers = [];
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i];
+    if (!isArrayBuffer(item)) throw dataCloneError("Found invalid value in transferList.");
+    if (ArrayPrototypeIncludes(buffers, item)) throw dataCloneError("Transfer list contains duplicate ArrayBuffer");
+    if (p.ArrayBufferPrototypeGetDetached(item)) throw dataCloneError("Cannot transfer object of unsupported type.");
+    ArrayPrototypePush(buffers, item);
+  }
+  return buffers;
+}
 
 function structuredClone(value, options = undefined) {
-  if (arguments.length === 0) throw new p.TypeError('The "value" argument must be specified');
-  try {
-    // A clone of a resizable ArrayBuffer is committed by V8 itself,
-    // outside the capped allocator (11_memory_caps.js).
-    return checkedBuffers(coreStructuredClone(value));
-  } catch (error) {
-    throw domException(error && error.message, "DataCloneError", structuredClone);
-  }
+  // Node's message, its argument's name written as a sentence.
+  if (arguments.length === 0) throw nodeError(TypeError, "ERR_MISSING_ARGS", 'The "The value argument must be specified" argument must be specified');
+  // A clone of a resizable ArrayBuffer is committed by V8 itself,
+  // outside the capped allocator (11_memory_caps.js).
+  return checkedBuffers(ops.op_dsh_structured_clone(value, transferList(options), dataCloneError, revive));
 }
 
 return { __proto__: null, structuredClone };

@@ -96,6 +96,8 @@ class URLSearchParams {
   #list = [];
   #url = null;
   constructor(init = undefined) {
+    // As Node's, a host object structuredClone refuses (crates/sandbox-ext/src/structured_clone.rs).
+    ops.op_dsh_host_object(this, null);
     if (init === undefined || init === null) return;
     if (typeof init === "object" || typeof init === "function") {
       if (typeof init[p.SymbolIterator] === "function") {
@@ -234,6 +236,8 @@ class URL {
   #searchParams;
   constructor(url, base = undefined) {
     if (arguments.length === 0) throw new TypeError('The "url" argument must be specified');
+    // As Node's, a host object structuredClone refuses (crates/sandbox-ext/src/structured_clone.rs).
+    ops.op_dsh_host_object(this, null);
     const parts = ops.op_dsh_url_parse(String(url), base === undefined ? undefined : String(base));
     if (parts === null || parts === undefined) {
       const error = new TypeError("Invalid URL");
