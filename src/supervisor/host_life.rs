@@ -280,13 +280,12 @@ impl Supervisor {
       let disposing = state.disposing;
       let Some(record) = state.runs.get_mut(&run_id) else { continue };
       let fate = fate(record, disposing, alone_host, &described);
+      // Resubmitted, a program shown to end hosts runs in a host of its own.
+      let culprit = fate.ends_hosts().then(|| record.program.clone());
       let with = match fate {
         Fate::Disposed => stopped(&StopReason::Disposed, &self.settings.config),
         Fate::Aborted(reason) => stopped(&StopReason::Abort(reason), &self.settings.config),
         Fate::Unstoppable(kind, message) => {
-          // It ends hosts: resubmitted, it runs in a host of its own.
-          let program = record.program.clone();
-          state.quarantine.add(&program, Instant::now());
           state.runs_lost += 1;
           FinishWith::Failure(kind, message)
         }
@@ -305,19 +304,16 @@ impl Supervisor {
           continue;
         }
         Fate::Lost(end, loss) => {
-          match loss {
-            HostLoss::Diverged(_) => state.reexecutions_diverged += 1,
-            // Shown to end hosts: alone in one, it ended that one too.
-            HostLoss::Running if alone_host => {
-              let program = record.program.clone();
-              state.quarantine.add(&program, Instant::now());
-            }
-            _ => {}
+          if let HostLoss::Diverged(_) = loss {
+            state.reexecutions_diverged += 1;
           }
           state.runs_lost += 1;
           stopped(&StopReason::HostEnded { end, loss }, &self.settings.config)
         }
       };
+      if let Some(program) = culprit {
+        state.quarantine.add(&program, Instant::now());
+      }
       deliveries.extend(self.finish(&mut state, run_id, with));
     }
     // Placed again ahead of the runs that came after them.

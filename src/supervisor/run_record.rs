@@ -116,6 +116,16 @@ pub(super) enum Fate {
   Lost(String, HostLoss),
 }
 
+impl Fate {
+  /// Whether the run is shown to end hosts: its host named it as the run
+  /// it could not stop, or it ended the host it ran alone in. (A run that
+  /// was computing beside others may have ended its host: it is executed
+  /// again alone to find out.)
+  pub(super) fn ends_hosts(&self) -> bool {
+    matches!(self, Fate::Unstoppable(..) | Fate::Lost(_, HostLoss::Running))
+  }
+}
+
 /// The one decision of what becomes of a run whose host ended as
 /// `described` (`alone_host`: a host of one run). A run waiting on a tool
 /// did not end the host; a run that was computing may have: it is

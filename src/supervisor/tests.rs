@@ -532,6 +532,9 @@ fn what_becomes_of_a_run_whose_host_ended() {
   // Computing: a suspect, executed again alone; alone, the culprit.
   assert_eq!(fate(&mut record(), false, false, end), Fate::Reexecuted { alone: true });
   assert_eq!(fate(&mut record(), false, true, end), lost(HostLoss::Running));
+  assert!(lost(HostLoss::Running).ends_hosts(), "the culprit's program is quarantined");
+  assert!(!Fate::Reexecuted { alone: true }.ends_hosts(), "a suspect is not");
+  assert!(!lost(HostLoss::TooManyHosts).ends_hosts());
   // Waiting, on a host of its own: not the culprit.
   assert_eq!(fate(&mut waiting(), false, true, end), Fate::Reexecuted { alone: false });
   // Not started: placed again.
@@ -574,7 +577,9 @@ fn what_becomes_of_a_run_whose_host_ended() {
   for alone_host in [false, true] {
     let mut unstoppable = record();
     unstoppable.unstoppable = Some(budget.clone());
-    assert_eq!(fate(&mut unstoppable, false, alone_host, end), Fate::Unstoppable(budget.0, budget.1.clone()));
+    let named = fate(&mut unstoppable, false, alone_host, end);
+    assert!(named.ends_hosts());
+    assert_eq!(named, Fate::Unstoppable(budget.0, budget.1.clone()));
   }
   // A divergence wins over its host's word.
   let mut diverged_unstoppable = record();
