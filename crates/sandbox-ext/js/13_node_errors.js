@@ -8,7 +8,7 @@
 // this one (04_timers.js) read it when they throw.
 //
 // Takes: primordials, inspect, api (internalKey). Provides nodeErrors:
-// { nodeError, invalidArgType, outOfRange, validateNumber, bounds,
+// { nodeError, nodeCppError, invalidArgType, outOfRange, validateNumber, bounds,
 // unknownEncoding, illegalConstructor, checkConstructorKey }.
 "use strict";
 
@@ -44,6 +44,17 @@
     delete error.name;
     // Defined, not assigned: a setter a program put on Object.prototype
     // must not see it.
+    ObjectDefineProperty(error, "code", { __proto__: null, value: code, enumerable: true, writable: true, configurable: true });
+    return error;
+  }
+
+  /**
+   * An instance of `Base` shaped as the errors Node's C++ throws
+   * (node_errors.h's THROW_ERR_*): `code` an enumerable property, and
+   * neither the stack's header nor String(error) naming it.
+   */
+  function nodeCppError(Base, code, message) {
+    const error = new Base(message);
     ObjectDefineProperty(error, "code", { __proto__: null, value: code, enumerable: true, writable: true, configurable: true });
     return error;
   }
@@ -177,6 +188,7 @@
       if (key !== internalKey) throw illegalConstructor();
     },
     nodeError,
+    nodeCppError,
     invalidArgType,
     outOfRange,
     validateNumber,

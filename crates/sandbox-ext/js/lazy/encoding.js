@@ -10,7 +10,7 @@
 const {
   primordials: p,
   native: { core },
-  nodeErrors: { nodeError, invalidArgType },
+  nodeErrors: { nodeError, nodeCppError, invalidArgType },
   lazyGlobals: { load },
 } = dsh;
 const { domException } = load("domException");
@@ -107,9 +107,7 @@ function bytesOf(input, encoding) {
     encoding === "windows-1252"
       ? 'The "input" argument must be an instance of ArrayBuffer, SharedArrayBuffer, or ArrayBufferView.'
       : `The "${encoding === "utf-8" ? "list" : "input"}" argument must be an instance of SharedArrayBuffer, ArrayBuffer or ArrayBufferView.`;
-  const error = new TypeError(message);
-  p.ObjectDefineProperty(error, "code", { __proto__: null, value: "ERR_INVALID_ARG_TYPE", enumerable: true, writable: true, configurable: true });
-  throw error;
+  throw nodeCppError(TypeError, "ERR_INVALID_ARG_TYPE", message);
 }
 
 class TextDecoder {
