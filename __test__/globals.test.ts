@@ -43,6 +43,7 @@ const snippets: Record<string, string> = {
   'URLSearchParams from record and pairs': "return [new URLSearchParams({ a: '1', 'b c': 'ü&=' }).toString(), new URLSearchParams([['x', '1'], ['y', '2']]).toString()]",
   'URLSearchParams mutations and sort': "const p = new URLSearchParams('b=2&a=1&b=3'); p.set('b', '9'); p.append('0', '!*()~\\''); p.sort(); const seen = []; p.forEach((v, k) => seen.push(k + '=' + v)); return [p.toString(), seen, [...p.keys()], [...p.values()], [...p]]",
   'structuredClone': "const src = { d: new Date(0), m: new Map([[1, { x: 1 }]]), s: new Set([1]), r: /x/g, a: [1, [2]], n: null, u: undefined }; src.self = src; const c = structuredClone(src); return [c !== src, c.self === c, c.d.getTime(), c.m.get(1).x, c.s.has(1), c.r.flags, c.a[1][0], 'u' in c]",
+  'URL and URLSearchParams prototypes are shaped as Node\'s': "return [URL, URLSearchParams].map((C) => [C.name, Reflect.ownKeys(C.prototype).map(String), Object.getOwnPropertyDescriptor(C.prototype, Symbol.toStringTag), C.prototype[Symbol.iterator] === C.prototype.entries, Object.prototype.toString.call(new C('http://a'))])",
   'structuredClone refuses functions': "try { structuredClone(() => 1); return 'no' } catch (e) { return e.name }",
   // Node marks its URL objects as host objects it does not clone (a
   // subclass's instance too, an object merely inheriting from the

@@ -4,13 +4,14 @@
 // form-urlencoded list and the inspect rendering follow Node's. A lazy
 // module (14_lazy_globals.js).
 //
-// Takes: primordials, native (ops, protocol), lazyGlobals (the encoding
-// module). Makes URL, URLSearchParams.
+// Takes: primordials, native (ops, protocol), api (setToStringTag),
+// lazyGlobals (the encoding module). Makes URL, URLSearchParams.
 "use strict";
 
 const {
   primordials: p,
   native: { ops, protocol },
+  api: { setToStringTag },
   lazyGlobals: { load },
 } = dsh;
 // The module's own TextDecoder, not the global a program can replace.
@@ -194,12 +195,12 @@ class URLSearchParams {
     this.#list = out;
     this.#update();
   }
+  *entries() {
+    for (let i = 0; i < this.#list.length; i += 2) yield [this.#list[i], this.#list[i + 1]];
+  }
   forEach(callback, thisArg = undefined) {
     if (typeof callback !== "function") throw new TypeError('The "callback" argument must be of type function');
     for (let i = 0; i < this.#list.length; i += 2) p.ReflectApply(callback, thisArg, [this.#list[i + 1], this.#list[i], this]);
-  }
-  *entries() {
-    for (let i = 0; i < this.#list.length; i += 2) yield [this.#list[i], this.#list[i + 1]];
   }
   *keys() {
     for (let i = 0; i < this.#list.length; i += 2) yield this.#list[i];
@@ -207,16 +208,10 @@ class URLSearchParams {
   *values() {
     for (let i = 0; i < this.#list.length; i += 2) yield this.#list[i + 1];
   }
-  [p.SymbolIterator]() {
-    return this.entries();
-  }
   toString() {
     const out = [];
     for (let i = 0; i < this.#list.length; i += 2) ArrayPrototypePush(out, formEncode(this.#list[i]) + "=" + formEncode(this.#list[i + 1]));
     return ArrayPrototypeJoin(out, "&");
-  }
-  get [p.SymbolToStringTag]() {
-    return "URLSearchParams";
   }
   [inspectCustom](depth, options, inspect) {
     if (typeof depth === "number" && depth < 0) return "[Object]";
@@ -230,6 +225,10 @@ class URLSearchParams {
     return "URLSearchParams {}";
   }
 }
+// After the class's own members, in Node's order: the tag (a value, as
+// Web IDL's), then the iterator, which is entries itself.
+setToStringTag(URLSearchParams);
+p.ObjectDefineProperty(URLSearchParams.prototype, p.SymbolIterator, { __proto__: null, value: URLSearchParams.prototype.entries, writable: true, configurable: true });
 
 class URL {
   #parts;
@@ -266,6 +265,8 @@ class URL {
       if (this.#searchParams !== undefined) refreshParams(this.#searchParams, this.#parts[SEARCH]);
     }
   }
+  // Node's order of the prototype's members, toString first.
+  toString() { return this.#parts[HREF]; }
   get href() { return this.#parts[HREF]; }
   set href(v) {
     const parts = ops.op_dsh_url_parse(String(v), undefined);
@@ -302,11 +303,7 @@ class URL {
   }
   get hash() { return this.#parts[HASH]; }
   set hash(v) { this.#set(SET_HASH, v); }
-  toString() { return this.#parts[HREF]; }
   toJSON() { return this.#parts[HREF]; }
-  get [p.SymbolToStringTag]() {
-    return "URL";
-  }
   [inspectCustom](depth, options, inspect) {
     if (typeof depth === "number" && depth < 0) return this;
     const obj = { __proto__: { constructor: URL } };
@@ -325,5 +322,6 @@ class URL {
     return `URL ${inspect(obj, options)}`;
   }
 }
+setToStringTag(URL);
 
 return { __proto__: null, URL, URLSearchParams };
