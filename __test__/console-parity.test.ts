@@ -47,6 +47,12 @@ const base: string[] = [
   'new Map()', "new Map([['a', 1], ['b', { c: 2 }]])", 'new Map([[{ k: 1 }, [1, 2]]])', 'new Set()', 'new Set([1, 2, 3])',
   "new Set(['a', { b: 1 }])", 'new Map(Array.from({ length: 120 }, (_, i) => [i, i]))', 'new Set(Array.from({ length: 120 }, (_, i) => i))',
   'new WeakMap()', 'new WeakSet()', "Object.assign(new Map([[1, 2]]), { extra: true })",
+  // URLSearchParams iterators: what they have left
+  "new URLSearchParams('a=1&b=2&c=3').entries()", "new URLSearchParams('a=1&b=2').keys()", "new URLSearchParams('a=1&b=2').values()",
+  "{ x: { y: new URLSearchParams('a=1').entries() } }", "[new URLSearchParams('').entries()]",
+  "new URLSearchParams(Array.from({ length: 12 }, (_, i) => ['key' + i, 'v'.repeat(i * 3)])).entries()",
+  "(() => { const i = new URLSearchParams('a=1&b=2').entries(); i.next(); return i })()",
+  "(() => { const i = new URLSearchParams('a=1').keys(); [...i]; return i })()",
   // dates and regexps
   'new Date(0)', 'new Date(1700000000123)', "new Date('invalid')", '/ab+c/gi', 'new RegExp("a/b")', "Object.assign(/x/, { flag: 1 })",
   // errors with fixed stacks

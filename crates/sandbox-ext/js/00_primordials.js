@@ -257,6 +257,9 @@
 
   p.ArrayBuffer = ArrayBuffer;
   p.ArrayBufferIsView = ArrayBuffer.isView;
+  // %IteratorPrototype%, which the sandbox's Web IDL iterators (lazy/url.js)
+  // inherit from, as Node's do; a program can replace the chain to it later.
+  p.IteratorPrototype = Object.getPrototypeOf(Object.getPrototypeOf([][Symbol.iterator]()));
   // structuredClone's transfer list (lazy/structured_clone.js) refuses a
   // detached buffer as Node does, before V8 sees it.
   p.ArrayBufferPrototypeGetDetached = uncurryThis(Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "detached").get);

@@ -5,13 +5,14 @@
 // module (14_lazy_globals.js).
 //
 // Takes: primordials, native (ops, protocol), api (setToStringTag),
-// lazyGlobals (the encoding module). Makes URL, URLSearchParams.
+// nodeErrors, lazyGlobals (the encoding module). Makes URL, URLSearchParams.
 "use strict";
 
 const {
   primordials: p,
   native: { ops, protocol },
   api: { setToStringTag },
+  nodeErrors: { nodeError },
   lazyGlobals: { load },
 } = dsh;
 // The module's own TextDecoder, not the global a program can replace.
@@ -93,6 +94,58 @@ function parseForm(input) {
   return list;
 }
 
+// What each URLSearchParams Iterator yields.
+const KEYS = 0;
+const VALUES = 1;
+const ENTRIES = 2;
+// The params' [name, value, name, value, ...] list, a static block's.
+let listOf;
+
+/**
+ * Node's URLSearchParams Iterator: live (each step reads the params' list
+ * as it is then), printed as what it has left.
+ */
+class URLSearchParamsIterator {
+  #params;
+  #kind;
+  #index = 0;
+  constructor(params, kind) {
+    this.#params = params;
+    this.#kind = kind;
+  }
+  next() {
+    if (typeof this !== "object" || this === null || !(#params in this)) throw invalidThis();
+    const list = listOf(this.#params);
+    const at = this.#index;
+    if (at >= list.length) return { value: undefined, done: true };
+    this.#index = at + 2;
+    const kind = this.#kind;
+    return { value: kind === KEYS ? list[at] : kind === VALUES ? list[at + 1] : [list[at], list[at + 1]], done: false };
+  }
+  [inspectCustom](depth, options, inspect) {
+    if (typeof this !== "object" || this === null || !(#params in this)) throw invalidThis();
+    if (typeof depth === "number" && depth < 0) return "[Object]";
+    const inner = { __proto__: null, ...options };
+    if (depth !== null) inner.depth = depth - 1;
+    const list = listOf(this.#params);
+    const kind = this.#kind;
+    const left = [];
+    for (let i = this.#index; i < list.length; i += 2) {
+      ArrayPrototypePush(left, kind === KEYS ? list[i] : kind === VALUES ? list[i + 1] : [list[i], list[i + 1]]);
+    }
+    const broken = p.StringPrototypeIncludes(inspect(left, inner), "\n");
+    const shown = p.ArrayPrototypeMap(left, (item) => inspect(item, inner));
+    return `URLSearchParams Iterator {${broken ? `\n  ${ArrayPrototypeJoin(shown, ",\n  ")}` : ` ${ArrayPrototypeJoin(shown, ", ")}`} }`;
+  }
+}
+// Web IDL's iterator prototype object: no constructor, %IteratorPrototype%
+// its prototype, next enumerable.
+delete URLSearchParamsIterator.prototype.constructor;
+p.ObjectSetPrototypeOf(URLSearchParamsIterator.prototype, p.IteratorPrototype);
+p.ObjectDefineProperty(URLSearchParamsIterator.prototype, "next", { __proto__: null, enumerable: true });
+setToStringTag(URLSearchParamsIterator, "URLSearchParams Iterator");
+const invalidThis = () => nodeError(TypeError, "ERR_INVALID_THIS", 'Value of "this" must be of type URLSearchParamsIterator');
+
 class URLSearchParams {
   #list = [];
   #url = null;
@@ -119,6 +172,9 @@ class URLSearchParams {
     let text = String(init);
     if (text[0] === "?") text = p.StringPrototypeSlice(text, 1);
     this.#list = parseForm(text);
+  }
+  static {
+    listOf = (params) => params.#list;
   }
   static {
     attachParams = (params, url, search) => {
@@ -195,18 +251,18 @@ class URLSearchParams {
     this.#list = out;
     this.#update();
   }
-  *entries() {
-    for (let i = 0; i < this.#list.length; i += 2) yield [this.#list[i], this.#list[i + 1]];
+  entries() {
+    return new URLSearchParamsIterator(this, ENTRIES);
   }
   forEach(callback, thisArg = undefined) {
     if (typeof callback !== "function") throw new TypeError('The "callback" argument must be of type function');
     for (let i = 0; i < this.#list.length; i += 2) p.ReflectApply(callback, thisArg, [this.#list[i + 1], this.#list[i], this]);
   }
-  *keys() {
-    for (let i = 0; i < this.#list.length; i += 2) yield this.#list[i];
+  keys() {
+    return new URLSearchParamsIterator(this, KEYS);
   }
-  *values() {
-    for (let i = 0; i < this.#list.length; i += 2) yield this.#list[i + 1];
+  values() {
+    return new URLSearchParamsIterator(this, VALUES);
   }
   toString() {
     const out = [];
