@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest'
 import { RUN_REPORT, type V8CodeRunReport } from '../lib/index.js'
-import { fromNodeWorker, mount, mountReference, tools, until, type Mounted } from './helpers.js'
+import { fromNodeWorker, inNodeWorker, mount, mountReference, tools, until, type Mounted } from './helpers.js'
 
 let m: Mounted
 beforeAll(async () => {
@@ -393,6 +393,27 @@ describe('no ambient authority', () => {
     // is plain JavaScript: resolving with { ok: true } looks up its
     // (forged, inherited) `then`, which resolves 'forged'.
     expect(result).toEqual({ logs: [], value: 'forged' })
+    await healthy()
+  })
+})
+
+describe('structuredClone, whose rebuilding runs no program code', () => {
+  it('a DOMException whose class the program replaced: the clone is whole, as Node makes it, and the host lives', async () => {
+    // V8 rebuilds a clone halfway at a time; program code run then (a
+    // constructor the program put in DOMException's place, a setter on
+    // what it returns) could reshape an object V8 is still filling in,
+    // which corrupted the host's heap (SIGTRAP). The clone's DOMExceptions
+    // are made by V8's API alone, and given their data once it is whole.
+    const program = `const e = new DOMException('m', 'AbortError'); const o = { e }; e.stack = o
+let ran = 0
+Object.setPrototypeOf(DOMException, function () { ran++; return { set stack(v) { v.a = 1; v.b = 2; delete v.a; const j = []; for (let i = 0; i < 3e5; i++) j.push({ i }) } } })
+const c = structuredClone(o)
+const k = []; for (let i = 0; i < 1e6; i++) k.push({ i })
+return [c.e instanceof DOMException, c.e.stack === c, c.e.name, c.e.message, ran]`
+    const hosts = m.runtime.stats().hostPids
+    const [result, node] = await Promise.all([m.run(program), inNodeWorker(`return JSON.stringify(await (async () => { ${program} })())`)])
+    expect(result).toEqual({ logs: [], value: JSON.parse(node) })
+    expect(m.runtime.stats().hostPids).toEqual(hosts)
     await healthy()
   })
 })

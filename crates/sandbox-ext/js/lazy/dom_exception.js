@@ -5,15 +5,16 @@
 // clones as Node's does (its name, message and stack; nothing else of
 // it). A lazy module (14_lazy_globals.js).
 //
-// Takes: primordials, native (ops), api (setToStringTag). Makes
-// DOMException; gives the other modules domException(message, name,
-// caller) and the DOMException of a clone's data (revive).
+// Takes: primordials, native (ops, protocol), api (setToStringTag),
+// nodeErrors. Makes DOMException; gives the other modules
+// domException(message, name, caller) and adopt (a clone's making).
 "use strict";
 
 const {
   primordials: p,
-  native: { ops },
+  native: { ops, protocol },
   api: { setToStringTag },
+  nodeErrors: { nodeError },
 } = dsh;
 const { ObjectDefineProperty, String } = p;
 
@@ -51,41 +52,48 @@ for (let i = 0; i < LEGACY.length; i++) {
   if (i !== 1 && i !== 5 && i !== 9 && i !== 15) CODES[LEGACY[i][1]] = i + 1;
 }
 
-// What a clone is made from (see cloneData), a static block's.
-let cloneData;
-/** A DOMException's data for its clone (`this`: the DOMException), as structuredClone's revive takes it. */
+// Each DOMException's name and message, by instance, as Node keeps them:
+// a clone (crates/sandbox-ext/src/structured_clone.rs) is made without
+// running the constructor, and is given them afterwards (adopt).
+const internals = new p.WeakMap();
+function internalsOf(error) {
+  const own = p.WeakMapPrototypeGet(internals, error);
+  if (own === undefined) throw nodeError(p.TypeError, "ERR_INVALID_THIS", 'Value of "this" must be of DOMException');
+  return own;
+}
+
+/**
+ * A DOMException's data for its clone (`this`: the DOMException): the
+ * kind structured_clone.rs knows it by, and what adopt gives the clone.
+ */
 function cloneDOMException() {
-  return cloneData(this);
+  const { name, message } = internalsOf(this);
+  return [protocol.hostObjects.domException, { __proto__: null, name, message, stack: this.stack }];
 }
 
 class DOMException extends p.Error {
-  #name;
-  #message;
   constructor(message = "", options = "Error") {
     super();
-    // A host object of structuredClone's (crates/sandbox-ext/src/structured_clone.rs).
-    ops.op_dsh_host_object(this, cloneDOMException);
-    this.#message = String(message);
+    const own = { __proto__: null, name: "Error", message: String(message) };
     if (options !== null && typeof options === "object") {
-      this.#name = "name" in options ? String(options.name) : "Error";
+      if ("name" in options) own.name = String(options.name);
       if ("cause" in options) {
         ObjectDefineProperty(this, "cause", { __proto__: null, value: options.cause, writable: true, enumerable: false, configurable: true });
       }
     } else {
-      this.#name = String(options);
+      own.name = String(options);
     }
+    p.WeakMapPrototypeSet(internals, this, own);
+    ops.op_dsh_host_object(this, cloneDOMException);
   }
   get name() {
-    return this.#name;
+    return internalsOf(this).name;
   }
   get message() {
-    return this.#message;
+    return internalsOf(this).message;
   }
   get code() {
-    return CODES[this.#name] ?? 0;
-  }
-  static {
-    cloneData = (error) => ["DOMException", { __proto__: null, name: error.#name, message: error.#message, stack: error.stack }];
+    return CODES[internalsOf(this).name] ?? 0;
   }
 }
 setToStringTag(DOMException);
@@ -106,11 +114,15 @@ return {
     p.ErrorCaptureStackTrace(error, caller);
     return error;
   },
-  /** The clone of a DOMException, from what cloneDOMException gave. */
-  revive(data) {
-    const error = new DOMException(data.message, data.name);
-    // Through the accessor V8 gave it, as Node's clone keeps it.
+  /**
+   * Make `error` (an Error with DOMException.prototype, which
+   * structured_clone.rs made as V8 rebuilt the clone, running no JS) the
+   * DOMException whose data cloneDOMException gave, once the clone is
+   * whole. Its stack through the accessor V8 gave it, as Node's clone keeps it.
+   */
+  adopt(error, data) {
+    p.WeakMapPrototypeSet(internals, error, { __proto__: null, name: `${data.name}`, message: `${data.message}` });
+    ops.op_dsh_host_object(error, cloneDOMException);
     error.stack = data.stack;
-    return error;
   },
 };

@@ -12,14 +12,14 @@
 // are the sandbox's: they reach built-ins through primordials only, since
 // the program may have replaced any of them.
 //
-// Takes: primordials, native (core, ops), console (writeLog), inspect,
+// Takes: primordials, native (core, ops, protocol), console (writeLog), inspect,
 // timers (queueTask), nodeErrors, run (reportFailure), and `host` and
 // `engine`. Makes process.
 "use strict";
 
 const {
   primordials: p,
-  native: { core, ops },
+  native: { core, ops, protocol },
   console: { writeLog },
   inspect: { inspect },
   timers: { queueTask },
@@ -63,7 +63,7 @@ function cloneEnv() {
   const copy = {};
   const keys = p.ObjectKeys(this);
   for (let i = 0; i < keys.length; i++) defineAssigned(copy, keys[i], this[keys[i]]);
-  return ["env", copy];
+  return [protocol.hostObjects.plainObject, copy];
 }
 
 // --- events: Node's EventEmitter methods, shared by process and its streams

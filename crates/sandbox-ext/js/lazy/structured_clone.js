@@ -7,19 +7,20 @@
 // its DataCloneError, and the clone's buffers checked against the
 // program's external-memory cap. A lazy module (14_lazy_globals.js).
 //
-// Takes: primordials, native (core, ops), memoryCaps, nodeErrors, lazyGlobals
+// Takes: primordials, native (core, ops, protocol), memoryCaps, nodeErrors, lazyGlobals
 // (the domException module), and `host` (its Node line). Makes
 // structuredClone.
 "use strict";
 
 const {
   primordials: p,
-  native: { core, ops },
+  native: { core, ops, protocol },
   lazyGlobals: { load },
   memoryCaps: { checkedBuffers },
   nodeErrors: { nodeError },
 } = dsh;
-const { domException, revive: reviveDOMException } = load("domException");
+const { DOMException, domException, adopt: adoptDOMException } = load("domException");
+const { plainObject: PLAIN_OBJECT, domException: DOM_EXCEPTION } = protocol.hostObjects;
 const { ArrayPrototypePush, ArrayPrototypeIncludes, TypeError } = p;
 const isArrayBuffer = core.isArrayBuffer;
 // Node 24 converts the options as WebIDL says, in WebIDL's words.
@@ -27,12 +28,17 @@ const webidl = host.nodeMajor >= 24;
 const NOT_A_SEQUENCE = `Failed to execute 'structuredClone': transfer in Options ${webidl ? "cannot" : "can not"} be converted to sequence.`;
 
 /**
- * The clone of a host object, from the `[kind, data]` its clone function
- * gave (lazy/dom_exception.js, lazy/process.js).
+ * Give a host object of the clone (made empty by structured_clone.rs as
+ * V8 rebuilt the clone, where no JS may run) its data, once the clone is
+ * whole.
  */
-const REVIVERS = { __proto__: null, DOMException: reviveDOMException, env: (copy) => copy };
-function revive(cloned) {
-  return REVIVERS[cloned[0]](cloned[1]);
+function adopt(kind, object, data) {
+  if (kind === DOM_EXCEPTION) return adoptDOMException(object, data);
+  if (kind !== PLAIN_OBJECT) throw new TypeError(`structuredClone made a host object of unknown kind ${kind}`);
+  const keys = p.ObjectKeys(data);
+  for (let i = 0; i < keys.length; i++) {
+    p.ObjectDefineProperty(object, keys[i], { __proto__: null, value: data[keys[i]], writable: true, enumerable: true, configurable: true });
+  }
 }
 
 /** V8's refusals, as Node throws them. */
@@ -76,7 +82,8 @@ function structuredClone(value, options = undefined) {
   if (arguments.length === 0) throw nodeError(TypeError, "ERR_MISSING_ARGS", 'The "The value argument must be specified" argument must be specified');
   // A clone of a resizable ArrayBuffer is committed by V8 itself,
   // outside the capped allocator (11_memory_caps.js).
-  return checkedBuffers(ops.op_dsh_structured_clone(value, transferList(options), dataCloneError, revive));
+  const transfer = transferList(options);
+  return checkedBuffers(ops.op_dsh_structured_clone(value, transfer, dataCloneError, DOMException.prototype, adopt));
 }
 
 return { __proto__: null, structuredClone };
