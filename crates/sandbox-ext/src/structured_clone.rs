@@ -193,14 +193,17 @@ impl Cloner<'_> {
   }
 }
 
+/// The host objects of one clone, in the order V8 met them: each one's
+/// kind, and (writing) the data its clone function gave or (reading) the
+/// object made for it.
+type HostObjects = Rc<RefCell<Vec<(u32, v8::Global<v8::Value>)>>>;
+
 /// The serializer's and deserializer's delegate.
 struct Cloner<'a> {
   brand: v8::Local<'a, v8::Private>,
   data_clone_error: v8::Local<'a, v8::Function>,
   dom_exception_prototype: v8::Local<'a, v8::Object>,
-  /// Writing: each host object's kind and data, as its clone function
-  /// gave them. Reading: each host object's kind, and the object made.
-  host_objects: Rc<RefCell<Vec<(u32, v8::Global<v8::Value>)>>>,
+  host_objects: HostObjects,
 }
 
 impl v8::ValueSerializerImpl for Cloner<'_> {
