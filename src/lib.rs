@@ -86,14 +86,16 @@ macro_rules! native_stats {
       pub hosts: u32,
       /// Hosts started to replace one that ended.
       pub host_restarts: f64,
-      /// Runs that failed `worker-exit` because their host ended: runs not
-      /// shown waiting on a tool when it ended, runs whose re-execution
-      /// diverged or whose history was dropped, and runs on the third host
-      /// to end under them. Runs that had not started were placed again;
-      /// runs waiting on a tool were re-executed (`runsReexecuted`).
+      /// Runs that failed because their host ended: runs computing alone in
+      /// a host of one run when it ended, runs their host named as the
+      /// stopped run it could not free, runs whose re-execution diverged or
+      /// whose history was dropped, and runs on the third host to end under
+      /// them. Runs that had not started were placed again; other started
+      /// runs were re-executed (`runsReexecuted`).
       pub runs_lost_to_host_exits: f64,
-      /// Re-executions of runs whose host ended while they waited on a
-      /// tool: one per run and host death.
+      /// Re-executions of started runs whose host ended (those waiting on a
+      /// tool on a shared host, those computing alone in a host of one
+      /// run): one per run and host death.
       pub runs_reexecuted: f64,
       /// Re-executed runs that failed because they were not the run their
       /// history records (a call or log entry other than the recorded one,

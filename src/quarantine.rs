@@ -3,9 +3,10 @@
 //! a run of a quarantined program is placed alone, in a host of its own
 //! (the supervisor's hosts of one run).
 //!
-//! A program is quarantined when it is shown to be the culprit: it ended a
-//! shared host while it ran (not waiting on a tool), and then ended the
-//! host it was re-executed in alone. Bounded twice: a program stays
+//! A program is quarantined when it is shown to end hosts
+//! (`Fate::ends_hosts`): it ended a shared host while it ran (not waiting
+//! on a tool), and then ended the host it was re-executed in alone; or its
+//! host named it as the stopped run it ended for. Bounded twice: a program stays
 //! [`QUARANTINE_FOR`], and at most [`QUARANTINED_PROGRAMS`] are held (the
 //! oldest goes first), so the quarantine's memory and the hosts of one run
 //! it can ask for stay small whatever programs do.
