@@ -77,8 +77,11 @@
   /**
    * What setTimeout and setInterval return, as in Node: `ref`, `unref`,
    * `hasRef`, `refresh`, `close`, and the timer's numeric id as its
-   * primitive (clearTimeout takes either). An unref'd timer does not keep
-   * the run alive, like an unref'd timer in Node does not keep the process.
+   * primitive (clearTimeout takes either). `unref` changes what `hasRef`
+   * says, and nothing else: as in the reference, whose worker keeps its
+   * event loop alive while the program runs, an unref'd timer still fires
+   * for a program that awaits it (the run ends when the program settles,
+   * whatever timers are left).
    */
   class Timeout {
     #id;
@@ -101,7 +104,7 @@
     }
     #arm() {
       const due = () => this.#due();
-      this.#timer = core.createTimer(ordered(due, () => !this.#cleared), this.#delay, undefined, this.#repeat, this.#refed, false);
+      this.#timer = core.createTimer(ordered(due, () => !this.#cleared), this.#delay, undefined, this.#repeat, true, false);
       p.MapPrototypeSet(timers, this.#id, this);
     }
     #due() {
@@ -125,12 +128,10 @@
     }
     ref() {
       this.#refed = true;
-      if (this.#armed()) core.refTimer(this.#timer);
       return this;
     }
     unref() {
       this.#refed = false;
-      if (this.#armed()) core.unrefTimer(this.#timer);
       return this;
     }
     hasRef() {
@@ -222,8 +223,8 @@
   // (as in the reference, whose programs run in I/O callbacks). The
   // program's own queue runs from one internal entry of deno_core's queue
   // per phase (`checkPhase`), so that deno_core never touches the program's
-  // objects; keeping the loop alive is counted per refed immediate
-  // (`core.immediateRefCount`).
+  // objects; keeping the loop alive is counted per pending immediate,
+  // refed or not (`core.immediateRefCount`; see Timeout's unref).
   const kRefed = p.Symbol("refed");
   const kAsyncId = p.Symbol("asyncId");
   const kTriggerId = p.Symbol("triggerId");
@@ -241,13 +242,9 @@
   // 24 and later set both to undefined.
   let spentIsUndefined = false;
 
-  /** An immediate leaves the ones that keep the run alive (refed ones count). */
-  function release(immediate) {
-    if (immediate[kRefed] === true) core.immediateRefCount(false);
-  }
-
+  /** An immediate runs or is cleared: once, as it leaves the pending ones. */
   function spend(immediate) {
-    release(immediate);
+    core.immediateRefCount(false);
     immediate._destroyed = true;
     immediate[kRefed] = null;
     if (spentIsUndefined) {
@@ -312,18 +309,13 @@
       this[kTriggerId] = 1;
       this[kAsyncContextFrame] = undefined;
     }
+    // As a Timeout's: what hasRef says, and nothing else.
     ref() {
-      if (!this._destroyed && this[kRefed] === false) {
-        this[kRefed] = true;
-        core.immediateRefCount(true);
-      }
+      if (!this._destroyed) this[kRefed] = true;
       return this;
     }
     unref() {
-      if (!this._destroyed && this[kRefed] === true) {
-        this[kRefed] = false;
-        core.immediateRefCount(false);
-      }
+      if (!this._destroyed) this[kRefed] = false;
       return this;
     }
     hasRef() {
