@@ -57,6 +57,23 @@ describe('namespaces', () => {
     expect(result.value).toEqual([false, true, false, false, true, true, true, 'function', 1])
   })
 
+  it('members are functions shaped as the reference\'s, and print as its do', async () => {
+    const program = `const f = tools.echo
+      let constructed
+      try { new f({}); constructed = true } catch (e) { constructed = e instanceof TypeError }
+      console.log(tools)
+      console.log(f)
+      return [f.name, f.length, typeof f.prototype, constructed, Object.getOwnPropertyNames(f).sort(), Object.getPrototypeOf(f) === Function.prototype]`
+    const reference = await mountReference()
+    try {
+      const expected = await reference.run(program, { bindings: tools(echo().fns) })
+      expect(await m.run(program, { bindings: tools(echo().fns) })).toEqual(expected)
+      expect(expected.value).toEqual(['value', 1, 'undefined', true, ['length', 'name'], true])
+    } finally {
+      await reference.dispose()
+    }
+  })
+
   it('allow globals named like builtins, and a namespace named like an error class', async () => {
     const result = await m.run('return [await Error.f({}), await process.f({}), await ToolCallError.f({})]', {
       bindings: [

@@ -260,7 +260,7 @@
         const onFailure = (message) => {
           throw fail(memberName, message);
         };
-        const call = function (args) {
+        const call = (args) => {
           let json;
           // Long strings leave the JSON (see js/01_lossless_json.js). A
           // fresh collector per call: a getter in `args` may call a tool.
@@ -301,7 +301,10 @@
           pump();
           return PromisePrototypeThen(promise, undefined, onFailure);
         };
-        ObjectDefineProperty(call, "name", { __proto__: null, value: memberName });
+        // As the reference's: an arrow function (no prototype, not a
+        // constructor) whose name is the `value` of the descriptor it is
+        // defined with, whatever the member's name.
+        ObjectDefineProperty(call, "name", { __proto__: null, value: "value" });
         // Read-only and permanent, as the reference backend defines them: a
         // program's `tools.search = ...` throws instead of rewiring a tool.
         ObjectDefineProperty(target, memberName, { __proto__: null, value: call, enumerable: true, writable: false, configurable: false });
