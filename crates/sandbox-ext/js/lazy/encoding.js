@@ -88,7 +88,20 @@ class TextEncoder {
 const WINDOWS_1252_0X80 =
   "\u20ac\u0081\u201a\u0192\u201e\u2026\u2020\u2021\u02c6\u2030\u0160\u2039\u0152\u008d\u017d\u008f" +
   "\u0090\u2018\u2019\u201c\u201d\u2022\u2013\u2014\u02dc\u2122\u0161\u203a\u0153\u009d\u017e\u0178";
-const LABELS = { __proto__: null, "utf-8": "utf-8", utf8: "utf-8", "unicode-1-1-utf-8": "utf-8", "utf-16le": "utf-16le", "utf-16": "utf-16le", latin1: "windows-1252", "iso-8859-1": "windows-1252", ascii: "windows-1252", "windows-1252": "windows-1252" };
+// The Encoding Standard's labels of the three encodings, as Node takes them.
+const LABELS = { __proto__: null };
+const ENCODINGS = [
+  ["utf-8", ["unicode-1-1-utf-8", "unicode11utf8", "unicode20utf8", "utf-8", "utf8", "x-unicode20utf8"]],
+  ["utf-16le", ["csunicode", "iso-10646-ucs-2", "ucs-2", "unicode", "unicodefeff", "utf-16", "utf-16le"]],
+  [
+    "windows-1252",
+    ["ansi_x3.4-1968", "ascii", "cp1252", "cp819", "csisolatin1", "ibm819", "iso-8859-1", "iso-ir-100", "iso8859-1", "iso88591", "iso_8859-1", "iso_8859-1:1987", "l1", "latin1", "us-ascii", "windows-1252", "x-cp1252"],
+  ],
+];
+for (let e = 0; e < ENCODINGS.length; e++) {
+  const labels = ENCODINGS[e][1];
+  for (let i = 0; i < labels.length; i++) LABELS[labels[i]] = ENCODINGS[e][0];
+}
 
 /**
  * The bytes decode() reads: a view's, or a whole ArrayBuffer or
@@ -115,9 +128,11 @@ class TextDecoder {
   #fatal;
   #ignoreBOM;
   #pending = [];
+  // No code point of the stream decoded yet: a BOM there is not text.
+  #atStart = true;
   constructor(label = "utf-8", options = {}) {
     const encoding = LABELS[StringPrototypeToLowerCase(StringPrototypeTrim(String(label)))];
-    if (encoding === undefined) throw new RangeError(`The "${label}" encoding is not supported`);
+    if (encoding === undefined) throw nodeError(RangeError, "ERR_ENCODING_NOT_SUPPORTED", `The "${label}" encoding is not supported`);
     this.#encoding = encoding;
     this.#fatal = !!(options && options.fatal);
     this.#ignoreBOM = !!(options && options.ignoreBOM);
@@ -149,23 +164,59 @@ class TextDecoder {
       }
       return out;
     }
-    if (this.#encoding === "utf-16le") {
-      let out = "";
-      const even = bytes.length - (bytes.length % 2);
-      for (let i = 0; i < even; i += 2) out += StringFromCharCode(bytes[i] | (bytes[i + 1] << 8));
-      if (even < bytes.length) {
-        if (stream) this.#pending = [bytes[even]];
-        else out += "\ufffd";
-      }
-      return !this.#ignoreBOM && StringPrototypeCharCodeAt(out, 0) === 0xfeff ? p.StringPrototypeSlice(out, 1) : out;
+    let out = this.#encoding === "utf-16le" ? this.#utf16le(bytes, stream) : this.#utf8(bytes, stream);
+    // The stream's first code point, if it is a BOM, is not text; the
+    // next decode that is not streamed starts a new stream.
+    if (this.#atStart && out.length > 0) {
+      this.#atStart = false;
+      if (!this.#ignoreBOM && StringPrototypeCharCodeAt(out, 0) === 0xfeff) out = p.StringPrototypeSlice(out, 1);
+    }
+    if (!stream) this.#atStart = true;
+    return out;
+  }
+  /** A byte sequence that is not the encoding's: U+FFFD, or Node's error when fatal. */
+  #invalid() {
+    if (this.#fatal) throw nodeCppError(TypeError, "ERR_ENCODING_INVALID_ENCODED_DATA", `The encoded data was not valid for encoding ${this.#encoding}`);
+    return "\ufffd";
+  }
+  #utf16le(bytes, stream) {
+    let end = bytes.length - (bytes.length % 2);
+    // A streamed chunk that ends in a high surrogate leaves it for its pair.
+    if (stream && end >= 2) {
+      const last = bytes[end - 2] | (bytes[end - 1] << 8);
+      if (last >= 0xd800 && last <= 0xdbff) end -= 2;
     }
     let out = "";
+    for (let i = 0; i < end; i += 2) {
+      const unit = bytes[i] | (bytes[i + 1] << 8);
+      if (unit < 0xd800 || unit > 0xdfff) {
+        out += StringFromCharCode(unit);
+      } else if (unit <= 0xdbff && i + 2 < end) {
+        const low = bytes[i + 2] | (bytes[i + 3] << 8);
+        if (low >= 0xdc00 && low <= 0xdfff) {
+          out += StringFromCharCode(unit, low);
+          i += 2;
+        } else {
+          out += this.#invalid();
+        }
+      } else {
+        out += this.#invalid();
+      }
+    }
+    if (end < bytes.length) {
+      if (stream) {
+        const rest = [];
+        for (let k = end; k < bytes.length; k++) rest[rest.length] = bytes[k];
+        this.#pending = rest;
+      } else {
+        out += this.#invalid();
+      }
+    }
+    return out;
+  }
+  #utf8(bytes, stream) {
+    let out = "";
     let i = 0;
-    if (!this.#ignoreBOM && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) i = 3;
-    const fail = () => {
-      if (this.#fatal) throw new TypeError("The encoded data was not valid for encoding utf-8");
-      out += "\ufffd";
-    };
     while (i < bytes.length) {
       const b = bytes[i];
       let need = 0;
@@ -190,7 +241,7 @@ class TextDecoder {
         if (b === 0xf0) lower = 0x90;
         if (b === 0xf4) upper = 0x8f;
       } else {
-        fail();
+        out += this.#invalid();
         i++;
         continue;
       }
@@ -208,7 +259,7 @@ class TextDecoder {
           this.#pending = rest;
           return out;
         }
-        fail();
+        out += this.#invalid();
         i += j;
         continue;
       }
