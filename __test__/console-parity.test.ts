@@ -53,6 +53,8 @@ const base: string[] = [
   "new URLSearchParams(Array.from({ length: 12 }, (_, i) => ['key' + i, 'v'.repeat(i * 3)])).entries()",
   "(() => { const i = new URLSearchParams('a=1&b=2').entries(); i.next(); return i })()",
   "(() => { const i = new URLSearchParams('a=1').keys(); [...i]; return i })()",
+  // TextEncoder and TextDecoder
+  'new TextEncoder()', "new TextDecoder('latin1', { fatal: true })", '[new TextEncoder(), new TextDecoder()]', "{ d: { e: new TextDecoder('utf-16le', { ignoreBOM: true }) } }",
   // dates and regexps
   'new Date(0)', 'new Date(1700000000123)', "new Date('invalid')", '/ab+c/gi', 'new RegExp("a/b")', "Object.assign(/x/, { flag: 1 })",
   // errors with fixed stacks

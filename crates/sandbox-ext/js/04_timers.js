@@ -19,6 +19,8 @@
     provide,
   } = registry;
   const { ReflectApply } = p;
+  // deno_core's, as 01_core.js left it on the global before any file of ours.
+  const coreQueueMicrotask = globalThis.queueMicrotask;
 
   // Timer callbacks held back until the rejections that the program's
   // synchronous part left unhandled have been reported, or null. As in Node,
@@ -358,6 +360,17 @@
   // Enumerable, as Node's timer globals are.
   const globals = [
     ["setImmediate", setImmediate, true],
+    // deno_core's queue (which reports a throw as the program's), after
+    // Node's check of its callback. Defined again where deno_core put it:
+    // its place among the globals stays.
+    [
+      "queueMicrotask",
+      function queueMicrotask(callback) {
+        if (typeof callback !== "function") throw registry.nodeErrors.invalidArgType("callback", "Function", callback);
+        return ReflectApply(coreQueueMicrotask, undefined, [callback]);
+      },
+      true,
+    ],
     ["clearImmediate", clearImmediate, true],
     [
       "setTimeout",

@@ -5,7 +5,7 @@
 // op_dsh_digest). A lazy module (14_lazy_globals.js).
 //
 // Takes: primordials, native, api, lazyGlobals (the domException module),
-// nodeErrors (checkConstructorKey). Makes crypto, Crypto, SubtleCrypto.
+// nodeErrors. Makes crypto, Crypto, SubtleCrypto.
 "use strict";
 
 const {
@@ -13,7 +13,7 @@ const {
   native: { ops, core, protocol },
   api: { internalKey: INTERNAL, setToStringTag },
   lazyGlobals: { load },
-  nodeErrors: { checkConstructorKey },
+  nodeErrors: { checkConstructorKey, nodeError, nodeCppError },
 } = dsh;
 const { domException } = load("domException");
 const { TypeError, Uint8Array, NumberPrototypeToString, StringPrototypePadStart } = p;
@@ -79,6 +79,10 @@ class SubtleCrypto {
   }
 }
 
+// As Node's: its methods taken off crypto and called alone refuse (a
+// static block's).
+let isCrypto;
+
 class Crypto {
   #subtle = new SubtleCrypto(INTERNAL);
   constructor(key = undefined) {
@@ -88,12 +92,19 @@ class Crypto {
     return this.#subtle;
   }
   getRandomValues(array) {
+    if (!isCrypto(this)) throw invalidThis();
+    if (arguments.length === 0) throw nodeCppError(TypeError, "ERR_MISSING_ARGS", "Failed to execute 'getRandomValues' on 'Crypto': 1 argument required, but only 0 present.");
     return getRandomValues(array);
   }
   randomUUID() {
+    if (!isCrypto(this)) throw invalidThis();
     return randomUUID();
   }
+  static {
+    isCrypto = (value) => value !== null && typeof value === "object" && #subtle in value;
+  }
 }
+const invalidThis = () => nodeError(TypeError, "ERR_INVALID_THIS", 'Value of "this" must be of type Crypto');
 setToStringTag(SubtleCrypto);
 setToStringTag(Crypto);
 const crypto = new Crypto(INTERNAL);

@@ -2,7 +2,7 @@
 // TextEncoder, TextDecoder (utf-8, utf-16le, latin1), atob and btoa,
 // behaving as Node's do. A lazy module (14_lazy_globals.js).
 //
-// Takes: primordials, native (core), nodeErrors, lazyGlobals (the
+// Takes: primordials, native (core), api (setToStringTag), nodeErrors, lazyGlobals (the
 // domException module), and `host` (its Node line). Makes TextEncoder,
 // TextDecoder, atob, btoa; gives the other modules utf8Encode.
 "use strict";
@@ -10,6 +10,7 @@
 const {
   primordials: p,
   native: { core },
+  api: { setToStringTag },
   nodeErrors: { nodeError, nodeCppError, invalidArgType },
   lazyGlobals: { load },
 } = dsh;
@@ -64,20 +65,61 @@ function utf8Encode(input) {
   return utf8EncodePrefix(String(input), Infinity)[0];
 }
 
+const inspectCustom = p.SymbolFor("nodejs.util.inspect.custom");
+
+/**
+ * The constructor Node's getConstructorOf finds: the first own
+ * `constructor` on the prototype chain that is a function.
+ */
+function constructorOf(object) {
+  for (let proto = p.ObjectGetPrototypeOf(object); proto !== null; proto = p.ObjectGetPrototypeOf(proto)) {
+    const own = p.ObjectGetOwnPropertyDescriptor(proto, "constructor");
+    if (own !== undefined && typeof own.value === "function") return own.value;
+  }
+  return null;
+}
+
+// Each class's brand check, a static block's.
+let isEncoder;
+let isDecoder;
+
 class TextEncoder {
+  #brand = true;
   get encoding() {
+    if (!isEncoder(this)) throw invalidThis("TextEncoder");
     return "utf-8";
   }
   encode(input = "") {
-    return utf8Encode(input);
+    if (!isEncoder(this)) throw invalidThis("TextEncoder");
+    return utf8Encode(`${input}`);
   }
   encodeInto(source, destination) {
+    if (!isEncoder(this)) throw invalidThis("TextEncoder");
+    if (typeof source !== "string") throw invalidArgType("src", "string", source);
+    if (!core.isTypedArray(destination) || p.TypedArrayPrototypeGetSymbolToStringTag(destination) !== "Uint8Array") {
+      throw invalidArgType("dest", "Uint8Array", destination);
+    }
     // Only whole code points are written.
     // Indexed, not destructured: destructuring runs the program-mutable
     // array iterator.
-    const prefix = utf8EncodePrefix(String(source), destination.length);
+    const prefix = utf8EncodePrefix(source, destination.length);
     p.TypedArrayPrototypeSet(destination, prefix[0], 0);
     return { read: prefix[1], written: prefix[0].length };
+  }
+  // Node's: a plain object's rendering of its encoding.
+  [inspectCustom](depth, options, inspect) {
+    if (!isEncoder(this)) throw invalidThis("TextEncoder");
+    // Node returns the object itself, which its inspect then names in
+    // brackets (its instances hold symbol-keyed members, so they are not
+    // printed as an empty object): the same text.
+    if (typeof depth === "number" && depth < 0) return `[${(constructorOf(this) || TextEncoder).name}]`;
+    const constructor = constructorOf(this);
+    const shown = { __proto__: { constructor: constructor === null ? TextEncoder : constructor } };
+    shown.encoding = this.encoding;
+    return inspect(shown, options);
+  }
+  static {
+    isEncoder = (value) => value !== null && typeof value === "object" && #brand in value;
   }
 }
 
@@ -137,16 +179,8 @@ class TextDecoder {
     this.#fatal = !!(options && options.fatal);
     this.#ignoreBOM = !!(options && options.ignoreBOM);
   }
-  get encoding() {
-    return this.#encoding;
-  }
-  get fatal() {
-    return this.#fatal;
-  }
-  get ignoreBOM() {
-    return this.#ignoreBOM;
-  }
   decode(input, options = {}) {
+    if (!isDecoder(this)) throw invalidThis("TextDecoder");
     let bytes = bytesOf(input, this.#encoding);
     if (this.#pending.length) {
       const joined = new Uint8Array(this.#pending.length + bytes.length);
@@ -173,6 +207,33 @@ class TextDecoder {
     }
     if (!stream) this.#atStart = true;
     return out;
+  }
+  get encoding() {
+    if (!isDecoder(this)) throw invalidThis("TextDecoder");
+    return this.#encoding;
+  }
+  get fatal() {
+    if (!isDecoder(this)) throw invalidThis("TextDecoder");
+    return this.#fatal;
+  }
+  get ignoreBOM() {
+    if (!isDecoder(this)) throw invalidThis("TextDecoder");
+    return this.#ignoreBOM;
+  }
+  // Node's: its class's name and its three members.
+  [inspectCustom](depth, options, inspect) {
+    if (!isDecoder(this)) throw invalidThis("TextDecoder");
+    // As TextEncoder's (above).
+    if (typeof depth === "number" && depth < 0) return `[${(constructorOf(this) || TextDecoder).name}]`;
+    const constructor = constructorOf(this) || TextDecoder;
+    const shown = { __proto__: { constructor } };
+    shown.encoding = this.#encoding;
+    shown.fatal = this.#fatal;
+    shown.ignoreBOM = this.#ignoreBOM;
+    return `${constructor.name} ${inspect(shown)}`;
+  }
+  static {
+    isDecoder = (value) => value !== null && typeof value === "object" && #encoding in value;
   }
   /** A byte sequence that is not the encoding's: U+FFFD, or Node's error when fatal. */
   #invalid() {
@@ -268,6 +329,22 @@ class TextDecoder {
     }
     return out;
   }
+}
+
+// Node 26's TextEncoder checks its receiver by a private member: V8's words.
+const invalidThis = (type) =>
+  type === "TextEncoder" && host.nodeMajor >= 26
+    ? new TypeError("Receiver must be an instance of class TextEncoder")
+    : nodeError(TypeError, "ERR_INVALID_THIS", `Value of "this" must be of type ${type}`);
+// As Node's: the members enumerable, the tag its name.
+const SHAPES = [
+  [TextEncoder, ["encoding", "encode", "encodeInto"]],
+  [TextDecoder, ["decode", "encoding", "fatal", "ignoreBOM"]],
+];
+for (let c = 0; c < SHAPES.length; c++) {
+  const members = SHAPES[c][1];
+  for (let i = 0; i < members.length; i++) p.ObjectDefineProperty(SHAPES[c][0].prototype, members[i], { __proto__: null, enumerable: true });
+  setToStringTag(SHAPES[c][0]);
 }
 
 const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -12,7 +12,7 @@ const {
   primordials: p,
   native: { ops, protocol },
   api: { setToStringTag },
-  nodeErrors: { nodeError },
+  nodeErrors: { nodeError, nodeCppError, invalidArgType },
   lazyGlobals: { load },
 } = dsh;
 // The module's own TextDecoder, not the global a program can replace.
@@ -145,6 +145,22 @@ p.ObjectSetPrototypeOf(URLSearchParamsIterator.prototype, p.IteratorPrototype);
 p.ObjectDefineProperty(URLSearchParamsIterator.prototype, "next", { __proto__: null, enumerable: true });
 setToStringTag(URLSearchParamsIterator, "URLSearchParams Iterator");
 const invalidThis = () => nodeError(TypeError, "ERR_INVALID_THIS", 'Value of "this" must be of type URLSearchParamsIterator');
+/** Node's error for arguments a method was called without. */
+const missingArgs = (...names) =>
+  nodeError(TypeError, "ERR_MISSING_ARGS", `The ${ArrayPrototypeJoin(p.ArrayPrototypeMap(names, (name) => `"${name}"`), " and ")} ${names.length > 1 ? "arguments" : "argument"} must be specified`);
+/**
+ * Node's error for a URL that does not parse: `make` is nodeCppError where
+ * Node's C++ throws it (the constructor's parse: the code not in the
+ * stack's header), nodeError where its JS does (the href setter).
+ */
+function invalidUrl(input, base, make) {
+  const error = make(TypeError, "ERR_INVALID_URL", "Invalid URL");
+  error.input = String(input);
+  if (base !== undefined) error.base = String(base);
+  return error;
+}
+/** Node's error for a query pair that is not a [name, value] tuple. */
+const invalidTuple = () => nodeError(TypeError, "ERR_INVALID_TUPLE", "Each query pair must be an iterable [name, value] tuple");
 
 class URLSearchParams {
   #list = [];
@@ -155,10 +171,15 @@ class URLSearchParams {
     if (init === undefined || init === null) return;
     if (typeof init === "object" || typeof init === "function") {
       if (typeof init[p.SymbolIterator] === "function") {
+        // As Node: every pair taken first, then each checked.
+        const pairs = [];
         for (const pair of init) {
-          const entry = [...pair];
-          if (entry.length !== 2) throw new TypeError("Each query pair must be an iterable [name, value] tuple");
-          ArrayPrototypePush(this.#list, String(entry[0]), String(entry[1]));
+          if (pair === null || (typeof pair !== "object" && typeof pair !== "function") || typeof pair[p.SymbolIterator] !== "function") throw invalidTuple();
+          ArrayPrototypePush(pairs, [...pair]);
+        }
+        for (let i = 0; i < pairs.length; i++) {
+          if (pairs[i].length !== 2) throw invalidTuple();
+          ArrayPrototypePush(this.#list, String(pairs[i][0]), String(pairs[i][1]));
         }
       } else {
         const keys = p.ReflectOwnKeys(init);
@@ -192,10 +213,12 @@ class URLSearchParams {
     return this.#list.length / 2;
   }
   append(name, value) {
+    if (arguments.length < 2) throw missingArgs("name", "value");
     ArrayPrototypePush(this.#list, String(name), String(value));
     this.#update();
   }
   delete(name, value = undefined) {
+    if (arguments.length < 1) throw missingArgs("name");
     name = String(name);
     const out = [];
     for (let i = 0; i < this.#list.length; i += 2) {
@@ -206,17 +229,20 @@ class URLSearchParams {
     this.#update();
   }
   get(name) {
+    if (arguments.length < 1) throw missingArgs("name");
     name = String(name);
     for (let i = 0; i < this.#list.length; i += 2) if (this.#list[i] === name) return this.#list[i + 1];
     return null;
   }
   getAll(name) {
+    if (arguments.length < 1) throw missingArgs("name");
     name = String(name);
     const out = [];
     for (let i = 0; i < this.#list.length; i += 2) if (this.#list[i] === name) ArrayPrototypePush(out, this.#list[i + 1]);
     return out;
   }
   has(name, value = undefined) {
+    if (arguments.length < 1) throw missingArgs("name");
     name = String(name);
     for (let i = 0; i < this.#list.length; i += 2) {
       if (this.#list[i] === name && (value === undefined || this.#list[i + 1] === String(value))) return true;
@@ -224,6 +250,7 @@ class URLSearchParams {
     return false;
   }
   set(name, value) {
+    if (arguments.length < 2) throw missingArgs("name", "value");
     name = String(name);
     value = String(value);
     const out = [];
@@ -255,7 +282,7 @@ class URLSearchParams {
     return new URLSearchParamsIterator(this, ENTRIES);
   }
   forEach(callback, thisArg = undefined) {
-    if (typeof callback !== "function") throw new TypeError('The "callback" argument must be of type function');
+    if (typeof callback !== "function") throw invalidArgType("callback", "Function", callback);
     for (let i = 0; i < this.#list.length; i += 2) p.ReflectApply(callback, thisArg, [this.#list[i + 1], this.#list[i], this]);
   }
   keys() {
@@ -290,20 +317,17 @@ class URL {
   #parts;
   #searchParams;
   constructor(url, base = undefined) {
-    if (arguments.length === 0) throw new TypeError('The "url" argument must be specified');
+    if (arguments.length === 0) throw missingArgs("url");
     // As Node's, a host object structuredClone refuses (crates/sandbox-ext/src/structured_clone.rs).
     ops.op_dsh_host_object(this, null);
     const parts = ops.op_dsh_url_parse(String(url), base === undefined ? undefined : String(base));
     if (parts === null || parts === undefined) {
-      const error = new TypeError("Invalid URL");
-      error.code = "ERR_INVALID_URL";
-      error.input = String(url);
-      if (base !== undefined) error.base = String(base);
-      throw error;
+      throw invalidUrl(url, base, nodeCppError);
     }
     this.#parts = parts;
   }
   static canParse(url, base = undefined) {
+    if (arguments.length === 0) throw missingArgs("url");
     const parts = ops.op_dsh_url_parse(String(url), base === undefined ? undefined : String(base));
     return parts !== null && parts !== undefined;
   }
@@ -326,7 +350,7 @@ class URL {
   get href() { return this.#parts[HREF]; }
   set href(v) {
     const parts = ops.op_dsh_url_parse(String(v), undefined);
-    if (parts === null || parts === undefined) throw new TypeError("Invalid URL");
+    if (parts === null || parts === undefined) throw invalidUrl(v, undefined, nodeError);
     this.#parts = parts;
     if (this.#searchParams !== undefined) refreshParams(this.#searchParams, this.#parts[SEARCH]);
   }
