@@ -315,6 +315,12 @@ class AbortSignal extends EventTarget {
   #aborted = false;
   #reason = undefined;
   #onabort = null;
+  // DOM's dependent signals (AbortSignal.any): a dependent one follows
+  // its sources, which are never dependent themselves; a source lists the
+  // dependents it aborts after its own event.
+  #dependent = false;
+  #sources = [];
+  #dependents = [];
 
   constructor(key = undefined) {
     checkConstructorKey(key);
@@ -324,12 +330,24 @@ class AbortSignal extends EventTarget {
   static isSignal(value) {
     return value !== null && typeof value === "object" && #aborted in value;
   }
-  /** Abort `signal` with `reason`, firing its abort event once. */
+  /**
+   * Abort `signal` with `reason`, as DOM's "signal abort": its dependents
+   * take the reason first, then its abort event fires, then theirs.
+   */
   static signalAbort(signal, reason) {
     if (signal.#aborted) return;
     signal.#aborted = true;
     signal.#reason = reason;
+    const following = [];
+    for (let i = 0; i < signal.#dependents.length; i++) {
+      const dependent = signal.#dependents[i];
+      if (dependent.#aborted) continue;
+      dependent.#aborted = true;
+      dependent.#reason = reason;
+      p.ArrayPrototypePush(following, dependent);
+    }
     signal.dispatchEvent(trusted(new Event("abort")));
+    for (let i = 0; i < following.length; i++) following[i].dispatchEvent(trusted(new Event("abort")));
   }
 
   get aborted() {
@@ -379,15 +397,24 @@ class AbortSignal extends EventTarget {
     }
     const result = newSignal();
     for (let j = 0; j < sources.length; j++) {
-      if (sources[j].aborted) {
+      if (sources[j].#aborted) {
         result.#aborted = true;
-        result.#reason = sources[j].reason;
+        result.#reason = sources[j].#reason;
         return result;
       }
     }
+    // DOM's: it follows the signals given, or, for one that follows
+    // others, those.
+    result.#dependent = true;
     for (let j = 0; j < sources.length; j++) {
-      const source = sources[j];
-      source.addEventListener("abort", () => signalAbort(result, source.reason), { once: true });
+      const signal = sources[j];
+      const followed = signal.#dependent ? signal.#sources : [signal];
+      for (let k = 0; k < followed.length; k++) {
+        const source = followed[k];
+        if (p.ArrayPrototypeIncludes(result.#sources, source)) continue;
+        p.ArrayPrototypePush(result.#sources, source);
+        p.ArrayPrototypePush(source.#dependents, result);
+      }
     }
     return result;
   }
