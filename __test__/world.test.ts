@@ -123,6 +123,16 @@ return JSON.stringify(out)`
     expect(result).toEqual({ logs: [], value: node })
   })
 
+  it("subtle.digest's and performance's argument errors are a Node worker's", async () => {
+    const program = `const out = []
+for (const f of [() => crypto.subtle.digest('SHA-256'), () => crypto.subtle.digest('SHA-256', 'str'), () => crypto.subtle.digest({}, new Uint8Array(1)), () => crypto.subtle.digest('MD5', new Uint8Array(1)), () => crypto.subtle.digest({ name: 'sha-1' }, new Uint8Array(1))]) { try { out.push(['ok', (await f()).byteLength]) } catch (e) { out.push([e.name, e.code ?? null, e.message, String(e)]) } }
+performance.mark('a')
+for (const f of [() => performance.measure('m', { start: 0, end: 1, duration: 1 }), () => performance.measure('m', { duration: 1 }), () => performance.measure('m', { start: 0 }, 'a'), () => performance.measure('m', { duration: 1 }, 'a'), () => performance.mark('x', { startTime: -1 }), () => performance.mark('x', { startTime: '1' }), () => performance.measure('m', { start: -1 }), () => performance.measure('m', 'nope')]) { try { out.push(['ok', f().name]) } catch (e) { out.push([e.name, e.code ?? null, e.message, String(e)]) } }
+return JSON.stringify(out)`
+    const [result, node] = await Promise.all([m.run(program), inNodeWorker(program)])
+    expect(result).toEqual({ logs: [], value: node })
+  })
+
   it('a throw inside an event listener fails the run, as one inside a timer callback does', async () => {
     const listener = await m.run("const t = new EventTarget(); t.addEventListener('x', () => { throw new Error('in listener') }); t.dispatchEvent(new Event('x')); await new Promise((r) => setTimeout(r, 10)); return 'after'")
     const timer = await m.run("setTimeout(() => { throw new Error('in listener') }, 0); await new Promise((r) => setTimeout(r, 10)); return 'after'")

@@ -5,7 +5,8 @@
 // op_dsh_digest). A lazy module (14_lazy_globals.js).
 //
 // Takes: primordials, native, api, lazyGlobals (the domException module),
-// nodeErrors. Makes crypto, Crypto, SubtleCrypto.
+// nodeErrors, and `host` (its Node line). Makes crypto, Crypto,
+// SubtleCrypto.
 "use strict";
 
 const {
@@ -59,15 +60,21 @@ class SubtleCrypto {
     checkConstructorKey(key);
   }
   async digest(algorithm, data) {
+    // Node's WebIDL errors (made as its C++ ones are: the code not in the stack's header).
     if (arguments.length < 2) {
-      throw new TypeError(`Failed to execute 'digest' on 'SubtleCrypto': 2 arguments required, but only ${arguments.length} present.`);
+      throw nodeCppError(TypeError, "ERR_MISSING_ARGS", `Failed to execute 'digest' on 'SubtleCrypto': 2 arguments required, but only ${arguments.length} present.`);
     }
     const name = typeof algorithm === "string" ? algorithm : algorithm?.name;
     const known = typeof name === "string" ? p.StringPrototypeToUpperCase(name) : undefined;
     let bytes;
     if (p.ArrayBufferIsView(data)) bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
     else if (core.isAnyArrayBuffer(data)) bytes = new Uint8Array(data);
-    else throw new TypeError("Failed to execute 'digest' on 'SubtleCrypto': 2nd argument is not instance of ArrayBuffer, Buffer, TypedArray, or DataView.");
+    else throw nodeCppError(TypeError, "ERR_INVALID_ARG_TYPE", "Failed to execute 'digest' on 'SubtleCrypto': 2nd argument is not instance of ArrayBuffer, Buffer, TypedArray, or DataView.");
+    if (algorithm !== null && typeof algorithm === "object" && name === undefined) {
+      // Node 24 writes WebIDL's "cannot".
+      const cannot = host.nodeMajor >= 24 ? "cannot" : "can not";
+      throw nodeCppError(TypeError, "ERR_MISSING_OPTION", `Failed to normalize algorithm: passed algorithm ${cannot} be converted to 'Algorithm' because 'name' is required in 'Algorithm'.`);
+    }
     if (known === undefined || !p.ObjectHasOwn(DIGEST_BYTES, known)) {
       throw domException("Unrecognized algorithm name", "NotSupportedError", this.digest);
     }

@@ -67,8 +67,8 @@ class PerformanceMark extends PerformanceEntry {
   constructor(name, options = undefined) {
     if (arguments.length === 0) throw errors.nodeError(p.TypeError, "ERR_MISSING_ARGS", 'The "name" argument must be specified');
     const start = options?.startTime ?? now();
-    if (typeof start !== "number") throw errors.invalidArgType("options.startTime", "number", start);
-    if (start < 0) throw errors.invalidArgType("options.startTime", "a positive number", start);
+    if (typeof start !== "number") throw errors.invalidArgType("startTime", "number", start);
+    if (start < 0) throw invalidTimestamp(start);
     super(INTERNAL, `${name}`, "mark", start, 0);
     const detail = options?.detail;
     this.#detail = detail === undefined ? null : structuredClone(detail);
@@ -99,8 +99,16 @@ class PerformanceMeasure extends PerformanceEntry {
 const entries = [];
 let timeOrigin;
 
+/** Node's error for a time before the run's origin. */
+const invalidTimestamp = (time) => errors.nodeError(p.TypeError, "ERR_PERFORMANCE_INVALID_TIMESTAMP", `${time} is not a valid timestamp`);
+/** Node's error for measure options that contradict each other. */
+const invalidMeasure = (message) => errors.nodeError(p.TypeError, "ERR_PERFORMANCE_MEASURE_INVALID_OPTIONS", message);
+
 function markTime(name) {
-  if (typeof name === "number") return name;
+  if (typeof name === "number") {
+    if (name < 0) throw invalidTimestamp(name);
+    return name;
+  }
   for (let i = entries.length - 1; i >= 0; i--) {
     if (entries[i].entryType === "mark" && entries[i].name === name) return entries[i].startTime;
   }
@@ -145,6 +153,13 @@ class Performance {
     let end;
     let detail = null;
     if (startOrOptions !== null && typeof startOrOptions === "object") {
+      // Node's checks, when the options name a start or an end.
+      if (startOrOptions.start !== undefined || startOrOptions.end !== undefined) {
+        if (endMark !== undefined) throw invalidMeasure("endMark must not be specified");
+        if (startOrOptions.start !== undefined && startOrOptions.end !== undefined && startOrOptions.duration !== undefined) {
+          throw invalidMeasure("Must not have options.start, options.end, and options.duration specified");
+        }
+      }
       if (startOrOptions.start !== undefined) start = markTime(startOrOptions.start);
       if (startOrOptions.end !== undefined) end = markTime(startOrOptions.end);
       if (startOrOptions.duration !== undefined) {
