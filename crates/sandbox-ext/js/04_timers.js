@@ -31,10 +31,7 @@
   // Each held callback is [run, current]: it runs only if current() still
   // says so when released, since an earlier one may have cleared or
   // refreshed its timer (in Node, which runs them one by one, it then never
-  // runs). The immediates among them run first: the reference runs the
-  // program's synchronous part in an I/O callback, after which Node's loop
-  // runs the immediates (its check phase) before any timer, however long
-  // that part took; here the loop's first turn reaches its timers first.
+  // runs).
   let held = null;
   const holdCallbacks = () => {
     held = [];
@@ -42,32 +39,23 @@
   const releaseCallbacks = () => {
     const callbacks = held;
     held = null;
-    runHeld(callbacks, true);
-    runHeld(callbacks, false);
-  };
-  /** The held callbacks that are immediates' (or not), in order. */
-  function runHeld(callbacks, immediates) {
     for (let i = 0; i < callbacks.length; i++) {
       const entry = callbacks[i];
-      if (entry[2] !== immediates) continue;
       if (entry[1]()) entry[0]();
       // As Node between timer callbacks: the ticks they queued, then
       // promise jobs.
       core.runNextTicks();
     }
-  }
+  };
   const always = () => true;
   /**
    * A timer's callback, run in the order the run's history holds when the
    * run is executed again (17_event_order.js, which loads later).
    */
   const ordered = (fire, live) => registry.eventOrder.ordered(fire, live);
-  /**
-   * Run `run` now, or when held callbacks are released if `current()` then
-   * (an immediate's, `immediate`, before the timers').
-   */
-  function deliver(run, current, immediate = false) {
-    if (held !== null) p.ArrayPrototypePush(held, [run, current, immediate]);
+  /** Run `run` now, or when held callbacks are released if `current()` then. */
+  function deliver(run, current) {
+    if (held !== null) p.ArrayPrototypePush(held, [run, current]);
     else run();
   }
 
@@ -354,7 +342,7 @@
     const run = guarded(callback, args);
     const firing = ordered(() => {
       spend(immediate);
-      deliver(() => run(immediate), always, true);
+      deliver(() => run(immediate), always);
     }, () => !immediate._destroyed);
     p.WeakMapPrototypeSet(immediateFirings, immediate, firing);
     queueCheckPhase();
