@@ -416,6 +416,22 @@ return [c.e instanceof DOMException, c.e.stack === c, c.e.name, c.e.message, ran
     expect(m.runtime.stats().hostPids).toEqual(hosts)
     await healthy()
   })
+
+  it("a parent the program gave DOMException brands nothing of the program's, and a buffer a getter transfers away is refused, as in Node", async () => {
+    const program = `const f = Object.freeze({ q: 1 })
+Object.setPrototypeOf(DOMException, function () { return f })
+const made = new DOMException('m')
+Object.setPrototypeOf(DOMException, Error)
+const c = structuredClone({ f })
+const ab = new ArrayBuffer(64), e = new DOMException('m')
+Object.defineProperty(e, 'stack', { get() { structuredClone(0, { transfer: [ab] }); return 's' } })
+let moved
+try { moved = structuredClone({ ab, e }, { transfer: [ab] }).ab.byteLength } catch (error) { moved = [error.name, error.message] }
+return [Object.prototype.toString.call(c.f), JSON.stringify(c.f), made === f, moved]`
+    const [result, node] = await Promise.all([m.run(program), inNodeWorker(`return JSON.stringify(await (async () => { ${program} })())`)])
+    expect(result).toEqual({ logs: [], value: JSON.parse(node) })
+    await healthy()
+  })
 })
 
 describe('the host process', () => {

@@ -37,7 +37,7 @@ use digest::{digest, DIGESTS};
 use json_nesting::{json_nesting, JSON_NESTING_LEVEL_BYTES};
 use lazy_sources::LAZY_SOURCES;
 use process_env::op_dsh_process_env;
-use structured_clone::{op_dsh_host_object, op_dsh_structured_clone, HOST_OBJECTS};
+use structured_clone::{op_dsh_host_object, op_dsh_structured_clone, HOST_OBJECTS, MESSAGES as CLONE_MESSAGES};
 use whatwg_url::{URL_PARTS, URL_SETTERS};
 
 /// The run's reply pump: resolves with every reply that has arrived (at
@@ -182,6 +182,8 @@ struct Protocol {
   event_order: std::collections::BTreeMap<&'static str, u32>,
   /// The kinds of host object a clone is made of (`structured_clone.rs`).
   host_objects: std::collections::BTreeMap<&'static str, u32>,
+  /// Node's DataCloneError messages both sides throw (`structured_clone.rs`).
+  clone_messages: std::collections::BTreeMap<&'static str, &'static str>,
 }
 
 fn numbered(names: &[&'static str]) -> std::collections::BTreeMap<&'static str, u32> {
@@ -202,6 +204,7 @@ fn op_dsh_protocol() -> Protocol {
     messages: dsh_protocol::contract::MESSAGES.into_iter().collect(),
     event_order: [("timerFired", dsh_protocol::readings::TIMER_FIRED)].into_iter().collect(),
     host_objects: numbered(&HOST_OBJECTS),
+    clone_messages: CLONE_MESSAGES.into_iter().collect(),
   }
 }
 

@@ -44,6 +44,12 @@ const DOM_EXCEPTION: u32 = 1;
 /// Node's message for an object it has no way to clone.
 const UNSUPPORTED: &str = "Cannot clone object of unsupported type.";
 
+/// Node's message for a transfer list's buffer that is detached.
+const DETACHED_TRANSFER: &str = "Cannot transfer object of unsupported type.";
+
+/// The messages the JS throws too (`protocol.cloneMessages`), by name.
+pub const MESSAGES: [(&str, &str); 2] = [("unsupported", UNSUPPORTED), ("detachedTransfer", DETACHED_TRANSFER)];
+
 fn host_object_brand<'s>(scope: &v8::PinScope<'s, '_>) -> Result<v8::Local<'s, v8::Private>, JsErrorBox> {
   let name = v8::String::new(scope, HOST_OBJECT).ok_or_else(|| JsErrorBox::generic("no room for a name"))?;
   Ok(v8::Private::for_api(scope, Some(name)))
@@ -130,6 +136,19 @@ pub fn op_dsh_structured_clone<'s>(
   }
   if written != Some(true) {
     return Err(JsErrorBox::type_error("structuredClone could not serialize the value"));
+  }
+  // A getter may have transferred one of them elsewhere meanwhile (a
+  // structuredClone of its own): Node refuses it, as a detached one given.
+  if buffers.iter().any(|buffer| buffer.was_detached()) {
+    let message =
+      v8::String::new(scope, DETACHED_TRANSFER).ok_or_else(|| JsErrorBox::generic("no room for a message"))?;
+    let undefined = v8::undefined(scope).into();
+    if let Some(error) = data_clone_error.call(scope, undefined, &[message.into()]) {
+      scope.throw_exception(error);
+    }
+    // Thrown inside the TryCatch: passed on to the program.
+    scope.rethrow();
+    return Ok(v8::undefined(scope).into());
   }
   let bytes = serializer.release();
   // Detached only now: V8 reads a transferred buffer's views while it

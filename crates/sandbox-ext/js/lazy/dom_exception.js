@@ -73,18 +73,23 @@ function cloneDOMException() {
 
 class DOMException extends p.Error {
   constructor(message = "", options = "Error") {
-    super();
+    // The Error itself, made by the captured Error, not by super(): a
+    // program can make DOMException's parent anything, and what super()
+    // returned would then be given a DOMException's internals and brand
+    // (a program's own object would clone as a DOMException).
+    const self = p.ReflectConstruct(p.Error, [], new.target);
     const own = { __proto__: null, name: "Error", message: String(message) };
     if (options !== null && typeof options === "object") {
       if ("name" in options) own.name = String(options.name);
       if ("cause" in options) {
-        ObjectDefineProperty(this, "cause", { __proto__: null, value: options.cause, writable: true, enumerable: false, configurable: true });
+        ObjectDefineProperty(self, "cause", { __proto__: null, value: options.cause, writable: true, enumerable: false, configurable: true });
       }
     } else {
       own.name = String(options);
     }
-    p.WeakMapPrototypeSet(internals, this, own);
-    ops.op_dsh_host_object(this, cloneDOMException);
+    p.WeakMapPrototypeSet(internals, self, own);
+    ops.op_dsh_host_object(self, cloneDOMException);
+    return self;
   }
   get name() {
     return internalsOf(this).name;

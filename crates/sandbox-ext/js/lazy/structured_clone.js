@@ -71,7 +71,7 @@ function transferList(options) {
     const item = items[i];
     if (!isArrayBuffer(item)) throw dataCloneError("Found invalid value in transferList.");
     if (ArrayPrototypeIncludes(buffers, item)) throw dataCloneError("Transfer list contains duplicate ArrayBuffer");
-    if (p.ArrayBufferPrototypeGetDetached(item)) throw dataCloneError("Cannot transfer object of unsupported type.");
+    if (p.ArrayBufferPrototypeGetDetached(item)) throw dataCloneError(protocol.cloneMessages.detachedTransfer);
     ArrayPrototypePush(buffers, item);
   }
   return buffers;
