@@ -8,7 +8,7 @@
 // this one (04_timers.js) read it when they throw.
 //
 // Takes: primordials, inspect, api (internalKey). Provides nodeErrors:
-// { nodeError, nodeCppError, invalidArgType, outOfRange, validateNumber, bounds,
+// { nodeError, nodeCppError, missingArgs, invalidThis, invalidArgType, outOfRange, validateNumber, bounds,
 // unknownEncoding, illegalConstructor, checkConstructorKey }.
 "use strict";
 
@@ -57,6 +57,23 @@
     const error = new Base(message);
     ObjectDefineProperty(error, "code", { __proto__: null, value: code, enumerable: true, writable: true, configurable: true });
     return error;
+  }
+
+  /**
+   * Node's ERR_MISSING_ARGS for the arguments `names` (its words for one,
+   * two or more); with `caller`, its stack starts at `caller`'s caller.
+   */
+  function missingArgs(names, caller) {
+    const quoted = p.ArrayPrototypeMap(names, (name) => `"${name}"`);
+    const last = quoted.length - 1;
+    const listed =
+      last === 0 ? `${quoted[0]} argument` : last === 1 ? `${quoted[0]} and ${quoted[1]} arguments` : `${p.ArrayPrototypeJoin(p.ArrayPrototypeSlice(quoted, 0, last), ", ")}, and ${quoted[last]} arguments`;
+    return nodeError(p.TypeError, "ERR_MISSING_ARGS", `The ${listed} must be specified`, caller);
+  }
+
+  /** Node's ERR_INVALID_THIS for a method called on what is not a `type`. */
+  function invalidThis(type) {
+    return nodeError(p.TypeError, "ERR_INVALID_THIS", `Value of "this" must be of type ${type}`);
   }
 
   function addNumericalSeparator(value) {
@@ -189,6 +206,8 @@
     },
     nodeError,
     nodeCppError,
+    missingArgs,
+    invalidThis,
     invalidArgType,
     outOfRange,
     validateNumber,

@@ -49,15 +49,13 @@ fn get<'s>(
     return v8::Intercepted::kYes;
   }
   let Some(members) = members(&args) else { return v8::Intercepted::kNo };
-  if members.has(scope, key.into()) != Some(true) {
-    return v8::Intercepted::kNo;
-  }
+  // Every member is a string: undefined is no member.
   match members.get(scope, key.into()) {
-    Some(value) => {
+    Some(value) if !value.is_undefined() => {
       rv.set(value);
       v8::Intercepted::kYes
     }
-    None => v8::Intercepted::kNo,
+    _ => v8::Intercepted::kNo,
   }
 }
 

@@ -48,7 +48,7 @@ const UNSUPPORTED: &str = "Cannot clone object of unsupported type.";
 const DETACHED_TRANSFER: &str = "Cannot transfer object of unsupported type.";
 
 /// The messages the JS throws too (`protocol.cloneMessages`), by name.
-pub const MESSAGES: [(&str, &str); 2] = [("unsupported", UNSUPPORTED), ("detachedTransfer", DETACHED_TRANSFER)];
+pub const MESSAGES: [(&str, &str); 1] = [("detachedTransfer", DETACHED_TRANSFER)];
 
 fn host_object_brand<'s>(scope: &v8::PinScope<'s, '_>) -> Result<v8::Local<'s, v8::Private>, JsErrorBox> {
   let name = v8::String::new(scope, HOST_OBJECT).ok_or_else(|| JsErrorBox::generic("no room for a name"))?;

@@ -14,7 +14,7 @@ const {
   native: { ops, core, protocol },
   api: { internalKey: INTERNAL, setToStringTag },
   lazyGlobals: { load },
-  nodeErrors: { checkConstructorKey, nodeError, nodeCppError },
+  nodeErrors: { checkConstructorKey, nodeCppError, invalidThis },
 } = dsh;
 const { domException } = load("domException");
 const { TypeError, Uint8Array, NumberPrototypeToString, StringPrototypePadStart } = p;
@@ -99,19 +99,18 @@ class Crypto {
     return this.#subtle;
   }
   getRandomValues(array) {
-    if (!isCrypto(this)) throw invalidThis();
+    if (!isCrypto(this)) throw invalidThis("Crypto");
     if (arguments.length === 0) throw nodeCppError(TypeError, "ERR_MISSING_ARGS", "Failed to execute 'getRandomValues' on 'Crypto': 1 argument required, but only 0 present.");
     return getRandomValues(array);
   }
   randomUUID() {
-    if (!isCrypto(this)) throw invalidThis();
+    if (!isCrypto(this)) throw invalidThis("Crypto");
     return randomUUID();
   }
   static {
     isCrypto = (value) => value !== null && typeof value === "object" && #subtle in value;
   }
 }
-const invalidThis = () => nodeError(TypeError, "ERR_INVALID_THIS", 'Value of "this" must be of type Crypto');
 setToStringTag(SubtleCrypto);
 setToStringTag(Crypto);
 const crypto = new Crypto(INTERNAL);

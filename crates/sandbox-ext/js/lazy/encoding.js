@@ -11,7 +11,7 @@ const {
   primordials: p,
   native: { core },
   api: { setToStringTag },
-  nodeErrors: { nodeError, nodeCppError, invalidArgType },
+  nodeErrors: { nodeError, nodeCppError, invalidArgType, missingArgs, invalidThis: nodeInvalidThis },
   lazyGlobals: { load },
 } = dsh;
 const { domException } = load("domException");
@@ -112,9 +112,9 @@ class TextEncoder {
     // Node returns the object itself, which its inspect then names in
     // brackets (its instances hold symbol-keyed members, so they are not
     // printed as an empty object): the same text.
-    if (typeof depth === "number" && depth < 0) return `[${(constructorOf(this) || TextEncoder).name}]`;
-    const constructor = constructorOf(this);
-    const shown = { __proto__: { constructor: constructor === null ? TextEncoder : constructor } };
+    const constructor = constructorOf(this) || TextEncoder;
+    if (typeof depth === "number" && depth < 0) return `[${constructor.name}]`;
+    const shown = { __proto__: { constructor } };
     shown.encoding = this.encoding;
     return inspect(shown, options);
   }
@@ -223,9 +223,9 @@ class TextDecoder {
   // Node's: its class's name and its three members.
   [inspectCustom](depth, options, inspect) {
     if (!isDecoder(this)) throw invalidThis("TextDecoder");
-    // As TextEncoder's (above).
-    if (typeof depth === "number" && depth < 0) return `[${(constructorOf(this) || TextDecoder).name}]`;
     const constructor = constructorOf(this) || TextDecoder;
+    // As TextEncoder's (above).
+    if (typeof depth === "number" && depth < 0) return `[${constructor.name}]`;
     const shown = { __proto__: { constructor } };
     shown.encoding = this.#encoding;
     shown.fatal = this.#fatal;
@@ -234,6 +234,12 @@ class TextDecoder {
   }
   static {
     isDecoder = (value) => value !== null && typeof value === "object" && #encoding in value;
+  }
+  /** A streamed chunk's last bytes from `from`, kept for the next chunk. */
+  #keep(bytes, from) {
+    const rest = [];
+    for (let k = from; k < bytes.length; k++) rest[rest.length] = bytes[k];
+    this.#pending = rest;
   }
   /** A byte sequence that is not the encoding's: U+FFFD, or Node's error when fatal. */
   #invalid() {
@@ -266,9 +272,7 @@ class TextDecoder {
     }
     if (end < bytes.length) {
       if (stream) {
-        const rest = [];
-        for (let k = end; k < bytes.length; k++) rest[rest.length] = bytes[k];
-        this.#pending = rest;
+        this.#keep(bytes, end);
       } else {
         out += this.#invalid();
       }
@@ -315,9 +319,7 @@ class TextDecoder {
       }
       if (j <= need) {
         if (i + j >= bytes.length && stream) {
-          const rest = [];
-          for (let k = i; k < bytes.length; k++) rest[rest.length] = bytes[k];
-          this.#pending = rest;
+          this.#keep(bytes, i);
           return out;
         }
         out += this.#invalid();
@@ -333,9 +335,7 @@ class TextDecoder {
 
 // Node 26's TextEncoder checks its receiver by a private member: V8's words.
 const invalidThis = (type) =>
-  type === "TextEncoder" && host.nodeMajor >= 26
-    ? new TypeError("Receiver must be an instance of class TextEncoder")
-    : nodeError(TypeError, "ERR_INVALID_THIS", `Value of "this" must be of type ${type}`);
+  type === "TextEncoder" && host.nodeMajor >= 26 ? new TypeError("Receiver must be an instance of class TextEncoder") : nodeInvalidThis(type);
 // As Node's: the members enumerable, the tag its name.
 const SHAPES = [
   [TextEncoder, ["encoding", "encode", "encodeInto"]],
@@ -351,7 +351,7 @@ const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 const invalidCharacter = (message, caller) => domException(message, "InvalidCharacterError", caller);
 
 /** Node's error for atob() and btoa() called with nothing. */
-const missingInput = (caller) => nodeError(TypeError, "ERR_MISSING_ARGS", 'The "input" argument must be specified', caller);
+const missingInput = (caller) => missingArgs(["input"], caller);
 
 function btoa(data) {
   if (arguments.length === 0) throw missingInput(btoa);

@@ -37,11 +37,6 @@ function inspectAs(self, fields, depth, options) {
   return `${name} ${inspect(fields, inner)}`;
 }
 
-function missingArgs(name) {
-  return errors.nodeError(p.TypeError, "ERR_MISSING_ARGS", `The "${name}" argument must be specified`);
-}
-const missingTypeAndListener = () =>
-  errors.nodeError(p.TypeError, "ERR_MISSING_ARGS", 'The "type" and "listener" arguments must be specified');
 
 const NONE = 0;
 const AT_TARGET = 2;
@@ -63,7 +58,7 @@ class Event {
   #trusted = false;
 
   constructor(type, options = undefined) {
-    if (arguments.length === 0) throw missingArgs("type");
+    if (arguments.length === 0) throw errors.missingArgs(["type"]);
     if (options !== undefined && options !== null && typeof options !== "object" && typeof options !== "function") {
       throw errors.invalidArgType("options", "object", options);
     }
@@ -158,7 +153,7 @@ class Event {
     this.#propagationStopped = true;
   }
   initEvent(type, bubbles = false, cancelable = false) {
-    if (arguments.length === 0) throw missingArgs("type");
+    if (arguments.length === 0) throw errors.missingArgs(["type"]);
     if (this.#dispatching) return;
     this.#type = `${type}`;
     this.#bubbles = !!bubbles;
@@ -179,7 +174,7 @@ delete Event.setPassive;
 class CustomEvent extends Event {
   #detail;
   constructor(type, options = undefined) {
-    if (arguments.length === 0) throw missingArgs("type");
+    if (arguments.length === 0) throw errors.missingArgs(["type"]);
     super(type, options);
     this.#detail = options?.detail ?? null;
   }
@@ -215,7 +210,7 @@ class EventTarget {
   #listeners = new p.Map();
 
   addEventListener(type, listener, options = undefined) {
-    if (arguments.length < 2) throw missingTypeAndListener();
+    if (arguments.length < 2) throw errors.missingArgs(["type", "listener"]);
     if (!validListener(listener)) return;
     const { capture, once, passive, signal } = flatten(options);
     if (signal !== undefined && !isAbortSignal(signal)) throw errors.invalidArgType("options.signal", "AbortSignal", signal);
@@ -239,7 +234,7 @@ class EventTarget {
   }
 
   removeEventListener(type, listener, options = undefined) {
-    if (arguments.length < 2) throw missingTypeAndListener();
+    if (arguments.length < 2) throw errors.missingArgs(["type", "listener"]);
     const capture = typeof options === "boolean" ? options : !!options?.capture;
     type = String(type);
     let previous;

@@ -65,7 +65,7 @@ class PerformanceEntry {
 class PerformanceMark extends PerformanceEntry {
   #detail;
   constructor(name, options = undefined) {
-    if (arguments.length === 0) throw errors.nodeError(p.TypeError, "ERR_MISSING_ARGS", 'The "name" argument must be specified');
+    if (arguments.length === 0) throw errors.missingArgs(["name"]);
     const start = options?.startTime ?? now();
     if (typeof start !== "number") throw errors.invalidArgType("startTime", "number", start);
     if (start < 0) throw invalidTimestamp(start);
@@ -148,7 +148,7 @@ class Performance {
     return mark;
   }
   measure(name, startOrOptions = undefined, endMark = undefined) {
-    if (arguments.length === 0) throw errors.nodeError(p.TypeError, "ERR_MISSING_ARGS", 'The "name" argument must be specified');
+    if (arguments.length === 0) throw errors.missingArgs(["name"]);
     let start;
     let end;
     let detail = null;

@@ -17,7 +17,7 @@ const {
   native: { core, ops, protocol },
   lazyGlobals: { load },
   memoryCaps: { checkedBuffers },
-  nodeErrors: { nodeError },
+  nodeErrors: { nodeError, missingArgs },
 } = dsh;
 const { DOMException, domException, adopt: adoptDOMException } = load("domException");
 const { plainObject: PLAIN_OBJECT, domException: DOM_EXCEPTION } = protocol.hostObjects;
@@ -78,11 +78,11 @@ function transferList(options) {
 }
 
 function structuredClone(value, options = undefined) {
-  // Node's message, its argument's name written as a sentence.
-  if (arguments.length === 0) throw nodeError(TypeError, "ERR_MISSING_ARGS", 'The "The value argument must be specified" argument must be specified');
+  // Node's message: its argument's name written as a sentence.
+  if (arguments.length === 0) throw missingArgs(["The value argument must be specified"]);
+  const transfer = transferList(options);
   // A clone of a resizable ArrayBuffer is committed by V8 itself,
   // outside the capped allocator (11_memory_caps.js).
-  const transfer = transferList(options);
   return checkedBuffers(ops.op_dsh_structured_clone(value, transfer, dataCloneError, DOMException.prototype, adopt));
 }
 

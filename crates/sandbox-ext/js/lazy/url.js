@@ -12,7 +12,7 @@ const {
   primordials: p,
   native: { ops, protocol },
   api: { setToStringTag },
-  nodeErrors: { nodeError, nodeCppError, invalidArgType },
+  nodeErrors: { nodeError, nodeCppError, invalidArgType, missingArgs, invalidThis },
   lazyGlobals: { load },
 } = dsh;
 // The module's own TextDecoder, not the global a program can replace.
@@ -114,28 +114,32 @@ class URLSearchParamsIterator {
     this.#kind = kind;
   }
   next() {
-    if (typeof this !== "object" || this === null || !(#params in this)) throw invalidThis();
+    URLSearchParamsIterator.#check(this);
     const list = listOf(this.#params);
     const at = this.#index;
     if (at >= list.length) return { value: undefined, done: true };
     this.#index = at + 2;
-    const kind = this.#kind;
-    return { value: kind === KEYS ? list[at] : kind === VALUES ? list[at + 1] : [list[at], list[at + 1]], done: false };
+    return { value: this.#item(list, at), done: false };
   }
   [inspectCustom](depth, options, inspect) {
-    if (typeof this !== "object" || this === null || !(#params in this)) throw invalidThis();
+    URLSearchParamsIterator.#check(this);
     if (typeof depth === "number" && depth < 0) return "[Object]";
     const inner = { __proto__: null, ...options };
     if (depth !== null) inner.depth = depth - 1;
     const list = listOf(this.#params);
-    const kind = this.#kind;
     const left = [];
-    for (let i = this.#index; i < list.length; i += 2) {
-      ArrayPrototypePush(left, kind === KEYS ? list[i] : kind === VALUES ? list[i + 1] : [list[i], list[i + 1]]);
-    }
+    for (let i = this.#index; i < list.length; i += 2) ArrayPrototypePush(left, this.#item(list, i));
     const broken = p.StringPrototypeIncludes(inspect(left, inner), "\n");
     const shown = p.ArrayPrototypeMap(left, (item) => inspect(item, inner));
     return `URLSearchParams Iterator {${broken ? `\n  ${ArrayPrototypeJoin(shown, ",\n  ")}` : ` ${ArrayPrototypeJoin(shown, ", ")}`} }`;
+  }
+  /** What the pair at `at` of `list` gives, by this iterator's kind. */
+  #item(list, at) {
+    const kind = this.#kind;
+    return kind === KEYS ? list[at] : kind === VALUES ? list[at + 1] : [list[at], list[at + 1]];
+  }
+  static #check(value) {
+    if (typeof value !== "object" || value === null || !(#params in value)) throw invalidThis("URLSearchParamsIterator");
   }
 }
 // Web IDL's iterator prototype object: no constructor, %IteratorPrototype%
@@ -144,10 +148,6 @@ delete URLSearchParamsIterator.prototype.constructor;
 p.ObjectSetPrototypeOf(URLSearchParamsIterator.prototype, p.IteratorPrototype);
 p.ObjectDefineProperty(URLSearchParamsIterator.prototype, "next", { __proto__: null, enumerable: true });
 setToStringTag(URLSearchParamsIterator, "URLSearchParams Iterator");
-const invalidThis = () => nodeError(TypeError, "ERR_INVALID_THIS", 'Value of "this" must be of type URLSearchParamsIterator');
-/** Node's error for arguments a method was called without. */
-const missingArgs = (...names) =>
-  nodeError(TypeError, "ERR_MISSING_ARGS", `The ${ArrayPrototypeJoin(p.ArrayPrototypeMap(names, (name) => `"${name}"`), " and ")} ${names.length > 1 ? "arguments" : "argument"} must be specified`);
 /**
  * Node's error for a URL that does not parse: `make` is nodeCppError where
  * Node's C++ throws it (the constructor's parse: the code not in the
@@ -213,12 +213,12 @@ class URLSearchParams {
     return this.#list.length / 2;
   }
   append(name, value) {
-    if (arguments.length < 2) throw missingArgs("name", "value");
+    if (arguments.length < 2) throw missingArgs(["name", "value"]);
     ArrayPrototypePush(this.#list, String(name), String(value));
     this.#update();
   }
   delete(name, value = undefined) {
-    if (arguments.length < 1) throw missingArgs("name");
+    if (arguments.length < 1) throw missingArgs(["name"]);
     name = String(name);
     const out = [];
     for (let i = 0; i < this.#list.length; i += 2) {
@@ -229,20 +229,20 @@ class URLSearchParams {
     this.#update();
   }
   get(name) {
-    if (arguments.length < 1) throw missingArgs("name");
+    if (arguments.length < 1) throw missingArgs(["name"]);
     name = String(name);
     for (let i = 0; i < this.#list.length; i += 2) if (this.#list[i] === name) return this.#list[i + 1];
     return null;
   }
   getAll(name) {
-    if (arguments.length < 1) throw missingArgs("name");
+    if (arguments.length < 1) throw missingArgs(["name"]);
     name = String(name);
     const out = [];
     for (let i = 0; i < this.#list.length; i += 2) if (this.#list[i] === name) ArrayPrototypePush(out, this.#list[i + 1]);
     return out;
   }
   has(name, value = undefined) {
-    if (arguments.length < 1) throw missingArgs("name");
+    if (arguments.length < 1) throw missingArgs(["name"]);
     name = String(name);
     for (let i = 0; i < this.#list.length; i += 2) {
       if (this.#list[i] === name && (value === undefined || this.#list[i + 1] === String(value))) return true;
@@ -250,7 +250,7 @@ class URLSearchParams {
     return false;
   }
   set(name, value) {
-    if (arguments.length < 2) throw missingArgs("name", "value");
+    if (arguments.length < 2) throw missingArgs(["name", "value"]);
     name = String(name);
     value = String(value);
     const out = [];
@@ -317,7 +317,7 @@ class URL {
   #parts;
   #searchParams;
   constructor(url, base = undefined) {
-    if (arguments.length === 0) throw missingArgs("url");
+    if (arguments.length === 0) throw missingArgs(["url"]);
     // As Node's, a host object structuredClone refuses (crates/sandbox-ext/src/structured_clone.rs).
     ops.op_dsh_host_object(this, null);
     const parts = ops.op_dsh_url_parse(String(url), base === undefined ? undefined : String(base));
@@ -327,7 +327,7 @@ class URL {
     this.#parts = parts;
   }
   static canParse(url, base = undefined) {
-    if (arguments.length === 0) throw missingArgs("url");
+    if (arguments.length === 0) throw missingArgs(["url"]);
     const parts = ops.op_dsh_url_parse(String(url), base === undefined ? undefined : String(base));
     return parts !== null && parts !== undefined;
   }
