@@ -107,6 +107,21 @@ const routes: Array<[string, string, Ending]> = [
     'const src = new ArrayBuffer(4 * 2 ** 20, { maxByteLength: 8 * 2 ** 20 }); new Uint8Array(src).fill(1); const keep = []; for (;;) keep.push(structuredClone(src))',
     'external',
   ],
+  // V8's serializer writes a string each time the value refers to it, into
+  // a buffer it grows with Rust's allocator: unbounded, this took a host
+  // past 500 MiB (crates/sandbox-ext/src/serialized_copy.rs).
+  [
+    'structuredClone of one 8 MiB string referred to 50 times',
+    "const s = 'x'.repeat(8 << 20); return structuredClone(new Array(50).fill(s)).length",
+    'external',
+  ],
+  // Each copy alone fits (28 MiB, in a buffer of 32): both at once, the
+  // getter's written while its object's is, do not.
+  [
+    'structuredClone from a getter of an object being cloned',
+    "const s = 'x'.repeat(4 << 20); const inner = new Array(7).fill(s); return structuredClone({ b: new Array(7).fill(s), get a() { return structuredClone(inner).length } }).a",
+    'external',
+  ],
   [
     'resizable buffers transferred to their maximum and filled, kept',
     'const keep = []; for (;;) { const t = new ArrayBuffer(1, { maxByteLength: 4 * 2 ** 20 }).transfer(4 * 2 ** 20); new Uint8Array(t).fill(1); keep.push(t) }',
@@ -333,6 +348,9 @@ describe('every route outside the heap is capped, and its memory comes back', ()
     "let s = 0; for (let i = 0; i < 40000; i++) s += new Intl.NumberFormat('en', { style: 'currency', currency: 'USD' }).format(i).length; return s",
     "const s = 'the quick brown fox '.repeat(5000); let n = 0; for (let i = 0; i < 50; i++) for (const w of new Intl.Segmenter('en', { granularity: 'word' }).segment(s)) n++; return n",
     "const src = new ArrayBuffer(4 * 2 ** 20, { maxByteLength: 8 * 2 ** 20 }); let n = 0; for (let i = 0; i < 100; i++) n += structuredClone(src).byteLength; return n",
+    // A 24 MiB serialized copy each time (a string is written as often as
+    // it is referred to), held against the cap while it is read back.
+    "const s = 'x'.repeat(6 << 20); let n = 0; for (let i = 0; i < 20; i++) n += structuredClone([s, s, s, s]).join('').length; return n",
   ]
   describe('loops that drop what they make are not mistaken for ones that keep it', () => {
     let dropper: Mounted

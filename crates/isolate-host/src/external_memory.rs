@@ -30,14 +30,16 @@
 //! until the frame that carries it to the harness is written
 //! (`dsh_sandbox_ext`'s call ops, `bridge.rs`): one heap string passed N
 //! times is N copies, so each call's copies are a [`Held`] reservation
-//! against the account of the run that made it (the ops' [`CallMemory`]).
+//! against the account of the run that made it (the ops' [`RunMemory`]),
+//! as is a clone's serialized copy while it is read back
+//! (`dsh_sandbox_ext::serialized_copy`).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use deno_core::v8;
-use dsh_sandbox_ext::{set_call_memory, CallMemory, HeldMemory};
+use dsh_sandbox_ext::{set_run_memory, HeldMemory, RunMemory};
 
 use crate::control::RunControl;
 use crate::lock::lock;
@@ -100,7 +102,7 @@ impl ExternalMemory {
   /// thread's current account meanwhile ([`ExternalMemory::current`]).
   pub fn attach(&self, run: Option<Arc<RunControl>>) {
     let current = run.as_ref().and_then(|_| self.me.upgrade());
-    set_call_memory(current.map(|account| account as Arc<dyn CallMemory>));
+    set_run_memory(current.map(|account| account as Arc<dyn RunMemory>));
     *lock(&self.run) = run;
   }
 
@@ -237,9 +239,13 @@ impl ExternalMemory {
   }
 }
 
-impl CallMemory for ExternalMemory {
+impl RunMemory for ExternalMemory {
   fn hold(&self, bytes: usize) -> Option<HeldMemory> {
     ExternalMemory::hold(self, bytes).map(|held| Box::new(held) as HeldMemory)
+  }
+
+  fn limit(&self) -> usize {
+    self.limit
   }
 }
 

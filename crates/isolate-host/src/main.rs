@@ -44,6 +44,13 @@ use dsh_protocol::ring::{RingEnds, RingWriter};
 use dsh_protocol::socket::{self, send_now};
 use dsh_protocol::text::{FrameBuffer, SharedFrame};
 
+/// The system's allocator, with `structuredClone`'s serialized copy held
+/// to a ceiling while V8 writes it (V8 grows that buffer with Rust's
+/// allocator, asking no one).
+#[global_allocator]
+static ALLOCATOR: dsh_sandbox_ext::serialized_copy::CopyBoundingAllocator =
+  dsh_sandbox_ext::serialized_copy::CopyBoundingAllocator;
+
 /// The host's writing end of the channel, written by every thread that has
 /// something to say: each frame is one `write_all` under the lock, so
 /// frames never interleave. A write that fails means the harness is gone:

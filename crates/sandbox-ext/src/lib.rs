@@ -30,6 +30,7 @@ mod digest;
 mod json_nesting;
 pub mod lazy_sources;
 mod process_env;
+pub mod serialized_copy;
 mod structured_clone;
 mod whatwg_url;
 
@@ -270,13 +271,16 @@ pub trait SandboxHost {
   fn fill_random(&self, buffer: &mut [u8]);
 }
 
-/// What a binding call's copies are reserved against: the run's
+/// What the memory a run's ops hold outside the heap is reserved against
+/// (a binding call's copies, a clone's serialized copy): the run's
 /// external-memory account (`external_memory.rs`), which makes itself the
-/// thread's [`set_call_memory`] while its run is attached.
-pub trait CallMemory: Send + Sync {
+/// thread's [`set_run_memory`] while its run is attached.
+pub trait RunMemory: Send + Sync {
   /// Reserve `bytes` until the returned guard is dropped (on any thread);
   /// `None` past the cap.
   fn hold(&self, bytes: usize) -> Option<HeldMemory>;
+  /// The cap, in bytes.
+  fn limit(&self) -> usize;
 }
 
 /// A reservation, given back when dropped.
@@ -284,15 +288,20 @@ pub type HeldMemory = Box<dyn Send>;
 
 thread_local! {
   /// The account of the run attached on this thread.
-  static CALL_MEMORY: RefCell<Option<Arc<dyn CallMemory>>> = const { RefCell::new(None) };
+  static RUN_MEMORY: RefCell<Option<Arc<dyn RunMemory>>> = const { RefCell::new(None) };
   /// The reservation [`with_held`] hands to the call it wraps.
   static HANDED: Cell<Option<HeldMemory>> = const { Cell::new(None) };
 }
 
-/// Make `memory` what the call ops on this thread reserve against (`None`
-/// as its run ends).
-pub fn set_call_memory(memory: Option<Arc<dyn CallMemory>>) {
-  CALL_MEMORY.with(|slot| *slot.borrow_mut() = memory);
+/// Make `memory` what the ops on this thread reserve against (`None` as
+/// its run ends).
+pub fn set_run_memory(memory: Option<Arc<dyn RunMemory>>) {
+  RUN_MEMORY.with(|slot| *slot.borrow_mut() = memory);
+}
+
+/// The account of the run attached on this thread, if any.
+fn run_memory() -> Option<Arc<dyn RunMemory>> {
+  RUN_MEMORY.with(|slot| slot.borrow().clone())
 }
 
 /// Run `queue` with `held` handed to the call it queues on this thread
@@ -420,18 +429,27 @@ fn op_dsh_call_with_strings(
 /// own, as a call whose argument cannot cross: the harness would refuse
 /// its frame as hostile and end the host. It is not the cap's stop: the
 /// cap (which may be set above 2 GiB) is not what it crossed, and the
-/// program may catch the error and send the data in parts.
-///
-/// Past the cap, garbage is collected (buffers the program dropped are
-/// freed only then) and the reservation tried once more; still refused,
-/// the run is stopped at its cap as by every other route (`worker-exit`,
-/// naming maxExternalMemoryMb), and the call fails meanwhile. Outside a
-/// run (no account on this thread) nothing is reserved.
+/// program may catch the error and send the data in parts. Otherwise it
+/// is held as [`hold_or_stop`] holds.
 fn hold_call(scope: &mut v8::PinScope, host: &dyn SandboxHost, len: usize) -> Result<Option<HeldMemory>, JsErrorBox> {
   if len > MAX_CALL_BYTES {
     return Err(JsErrorBox::type_error(dsh_protocol::contract::ARGUMENTS_NOT_LOSSLESS));
   }
-  let Some(account) = CALL_MEMORY.with(|slot| slot.borrow().clone()) else {
+  hold_or_stop(scope, host, len)
+}
+
+/// Reserve `len` bytes against the run's external-memory account. Past
+/// the cap, garbage is collected (buffers the program dropped are freed
+/// only then) and the reservation tried once more; still refused, the run
+/// is stopped at its cap as by every other route (`worker-exit`, naming
+/// maxExternalMemoryMb), and the op fails meanwhile. Outside a run (no
+/// account on this thread) nothing is reserved.
+fn hold_or_stop(
+  scope: &mut v8::PinScope,
+  host: &dyn SandboxHost,
+  len: usize,
+) -> Result<Option<HeldMemory>, JsErrorBox> {
+  let Some(account) = run_memory() else {
     return Ok(None);
   };
   if let Some(held) = account.hold(len) {

@@ -15,8 +15,11 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use deno_core::v8::{ValueDeserializerHelper, ValueSerializerHelper};
-use deno_core::{op2, v8};
+use deno_core::{op2, v8, OpState};
 use deno_error::JsErrorBox;
+
+use crate::serialized_copy::SerializedCopy;
+use crate::{hold_or_stop, host, run_memory};
 
 /// The private's name (V8 keeps one per name and isolate; JS cannot reach
 /// privates at all).
@@ -87,8 +90,14 @@ pub fn op_dsh_host_object(
 /// any object of the clone (a DOMException whose stack is itself, or
 /// what holds it), and a chain of them is as many rounds, not as deep a
 /// recursion.
+///
+/// The serialized copy is bounded while V8 writes it (`serialized_copy.rs`):
+/// one V8 refuses to grow past its ceiling stops the run at the external
+/// cap, as a copy that big could never fit it. Once written, it is held
+/// against the cap until the clone is read back.
 #[op2(reentrant)]
 pub fn op_dsh_structured_clone<'s>(
+  state: Rc<RefCell<OpState>>,
   scope: &mut v8::PinScope<'s, '_>,
   value: v8::Local<'s, v8::Value>,
   transfer: v8::Local<'s, v8::Array>,
@@ -109,11 +118,16 @@ pub fn op_dsh_structured_clone<'s>(
     buffers.push(buffer);
   }
 
+  let host = host(&state.borrow())?;
+  let account = run_memory();
+  // Twice the cap: V8 doubles the buffer as it grows, so a copy whose
+  // bytes fit the cap is never refused. Outside a run, no bound.
+  let copy = SerializedCopy::watch(account.map_or(usize::MAX, |account| account.limit().saturating_mul(2)));
   let writing = Box::new(cloner());
   // The data of each host object serialized, in the order they were met.
   let found = writing.host_objects.clone();
   let serializer = v8::ValueSerializer::new(scope, writing);
-  serializer.write_header();
+  copy.find_buffer(|| serializer.write_header());
   for (id, buffer) in (0u32..).zip(&buffers) {
     serializer.transfer_array_buffer(id, *buffer);
   }
@@ -129,6 +143,14 @@ pub fn op_dsh_structured_clone<'s>(
     }
     let round = v8::Array::new_with_elements(scope, &round);
     written = serializer.write_value(scope.get_current_context(), round.into());
+  }
+  if let Some(asked) = copy.refused() {
+    // V8 gave up the clone (its DataCloneError is caught above, never
+    // seen): the copies it asked to hold cannot fit the cap, whatever
+    // garbage a collection frees, so the run stops at it.
+    drop(serializer);
+    host.admit_transient_memory(scope, asked);
+    return Ok(v8::undefined(scope).into());
   }
   if scope.has_caught() || scope.has_terminated() {
     scope.rethrow();
@@ -151,6 +173,10 @@ pub fn op_dsh_structured_clone<'s>(
     return Ok(v8::undefined(scope).into());
   }
   let bytes = serializer.release();
+  copy.released();
+  drop(copy);
+  // Held until the clone is read back, and the op returns.
+  let _copy_held = hold_or_stop(scope, &*host, bytes.len())?;
   // Detached only now: V8 reads a transferred buffer's views while it
   // serializes, and refuses a view of a detached buffer.
   let mut stores = Vec::with_capacity(buffers.len());
