@@ -16,14 +16,17 @@
 //! its buffer there, before any JS can run), then whatever `realloc` of
 //! that block returns. Only that block is ever refused: a refused
 //! allocation anywhere else (an op a getter calls meanwhile) would abort
-//! the process.
+//! the process. (That V8 makes its buffer there, through the delegate, is
+//! V8's and rusty_v8's way today: were it to change, the bound would be
+//! gone, and `__test__/memory.test.ts`'s clone of one string referred to
+//! 50 times would fail on the host's growth.)
 //!
 //! The ceiling depends on the value alone (never on garbage a collection
 //! would free), so a clone refused once is refused each time it is
 //! executed: twice the cap, for all the copies being written on the thread
 //! at once (a getter may clone while its own object is written), because
-//! V8 grows a buffer by doubling it, so a copy whose bytes fit the cap is
-//! never refused. Once written, the copy's bytes are held against the cap
+//! V8 grows a buffer to twice its size and 64 bytes, so a copy whose
+//! bytes fit the cap (with 64 to spare) is never refused. Once written, the copy's bytes are held against the cap
 //! itself, as any other memory a run holds outside the heap.
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -120,8 +120,7 @@ pub fn op_dsh_structured_clone<'s>(
 
   let host = host(&state.borrow())?;
   let account = run_memory();
-  // Twice the cap: V8 doubles the buffer as it grows, so a copy whose
-  // bytes fit the cap is never refused. Outside a run, no bound.
+  // Twice the cap (see serialized_copy.rs for why). Outside a run, no bound.
   let copy = SerializedCopy::watch(account.map_or(usize::MAX, |account| account.limit().saturating_mul(2)));
   let writing = Box::new(cloner());
   // The data of each host object serialized, in the order they were met.
@@ -147,10 +146,13 @@ pub fn op_dsh_structured_clone<'s>(
   if let Some(asked) = copy.refused() {
     // V8 gave up the clone (its DataCloneError is caught above, never
     // seen): the copies it asked to hold cannot fit the cap, whatever
-    // garbage a collection frees, so the run stops at it.
+    // garbage a collection frees, so the run stops at it. The watch ends
+    // first: the buffer's address, once freed, may be another block's
+    // while garbage is collected, and that one must never be refused.
+    drop(copy);
     drop(serializer);
     host.admit_transient_memory(scope, asked);
-    return Ok(v8::undefined(scope).into());
+    return Err(JsErrorBox::range_error("external memory limit reached"));
   }
   if scope.has_caught() || scope.has_terminated() {
     scope.rethrow();
