@@ -664,33 +664,34 @@ describe('long string arguments (they cross beside the JSON)', () => {
     expect(e.seen.length).toBe(1)
   })
 
-  it('a program that skews its own long strings (an index setter on Array.prototype) fails its call, never its host', async () => {
+  it('index accessors a program puts on Array.prototype and Object.prototype cannot skew its arguments or its completion, as in the reference', async () => {
+    // The encoder's lists are fresh arrays: an append to one would call
+    // the program's setter (which here drops long strings, and every value
+    // at index 1) and read back its getter, instead of making the element.
+    const program = `const big = 'y'.repeat(70_000)
+      for (const [proto, index] of [[Array.prototype, 0], [Array.prototype, 1], [Object.prototype, 2]]) {
+        Object.defineProperty(proto, index, {
+          set(v) { if (index !== 1 && !(typeof v === 'string' && v.length > 60_000)) Object.defineProperty(this, index, { value: v, writable: true, enumerable: true, configurable: true }) },
+          get() { return 'forged' },
+          configurable: true,
+        })
+      }
+      const back = await tools.take({ a: 1, text: big, list: [1, 2, 3], nested: [[4, [5, 6, 7]], { x: [big, big, 'z'] }] })
+      return [back, [1, 2, 3], { a: [9, 8, 7], b: [[big]] }]`
+    const seen = { v8: [] as unknown[], reference: [] as unknown[] }
+    const bindings = (into: unknown[]) => tools({ take: async (arg: unknown) => (into.push(arg), into.length) })
     const one = await mount({ isolateHosts: 1 })
+    const reference = await mountReference()
     try {
-      // A bystander on the same (only) host, waiting on a tool until the hostile run is done.
-      let release = (_: unknown) => {}
-      const gate = new Promise((resolve) => (release = resolve))
-      const bystander = one.run('return await tools.wait({})', { bindings: tools({ wait: () => gate }) })
-      const e = echo()
-      const hostile = await one.run(
-        `const big = 'y'.repeat(70_000)
-         // Assignments of a long string to index 0 of any array vanish: the
-         // encoder's list of long strings comes out empty beside its paths.
-         Object.defineProperty(Array.prototype, '0', {
-           set(v) { if (!(typeof v === 'string' && v.length > 60_000)) Object.defineProperty(this, '0', { value: v, writable: true, enumerable: true, configurable: true }) },
-           get() { return undefined },
-           configurable: true,
-         })
-         try { await tools.echo({ a: 1, text: big }); return 'reached the tool' } catch (err) { return err.message }`,
-        { bindings: tools(e.fns) },
-      )
-      expect(hostile).toEqual({ logs: [], value: 'binding arguments must be lossless JSON' })
-      expect(e.seen.length).toBe(0)
-      release(7)
-      expect(await bystander).toEqual({ logs: [], value: 7 })
+      const expected = await reference.run(program, { bindings: bindings(seen.reference) })
+      expect(expected.error).toBeUndefined()
+      expect(await one.run(program, { bindings: bindings(seen.v8) })).toEqual(expected)
+      expect(seen.v8).toEqual(seen.reference)
+      expect(seen.v8.length).toBe(1)
       expect(one.runtime.stats()).toMatchObject({ hostRestarts: 0, runsLostToHostExits: 0 })
       expect(await one.run('return 1')).toEqual({ logs: [], value: 1 })
     } finally {
+      await reference.dispose()
       await one.dispose()
     }
   })

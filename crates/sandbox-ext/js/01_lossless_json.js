@@ -47,6 +47,7 @@
       isProxy,
     } = p;
     const SafeSet = p.Set;
+    const ObjectDefineProperty = p.ObjectDefineProperty;
     const ObjectHasOwn = p.ObjectHasOwn;
     const ObjectKeys = p.ObjectKeys;
     const StringPrototypeCharCodeAt = p.StringPrototypeCharCodeAt;
@@ -107,6 +108,33 @@
         return '"' + s + '"';
       }
       return s.length >= LONG_STRING && RegExpPrototypeExec(ESCAPED, s) === null ? '"' + s + '"' : JSONStringify(s);
+    }
+
+    // The lists below are fresh arrays, whose appends a program can take:
+    // an index accessor it defines on Array.prototype or Object.prototype
+    // gets the store (its setter is called, no element is made) and then
+    // the read (its getter answers), so `return [1, 2, 3]` would read back
+    // what the getter says. A list of the program's values is written as
+    // `put` writes (readContainer, the hottest, has it inline: as a call
+    // it cost a quarter of encoding small objects in Node 22), checking
+    // that the element was made; a list of the encoder's own state as
+    // `place` writes, defining an appended element, so that no setter of
+    // the program's ever sees it.
+
+    /** `list[i] = value`, where `value` is the program's own. */
+    function put(list, i, value) {
+      list[i] = value;
+      if (list.length <= i) defineElement(list, i, value);
+    }
+
+    /** `list[i] = value`, where `value` is the encoder's (appends are rare). */
+    function place(list, i, value) {
+      if (i < list.length) list[i] = value;
+      else defineElement(list, i, value);
+    }
+
+    function defineElement(list, i, value) {
+      ObjectDefineProperty(list, i, { __proto__: null, value, writable: true, enumerable: true, configurable: true });
     }
 
     /**
@@ -212,7 +240,9 @@
         for (let i = 0; i < length; i++) {
           // Own and enumerable, or the array is sparse; a getter runs once.
           if (!ObjectPrototypePropertyIsEnumerable(v, i)) return false;
-          values[i] = v[i];
+          const child = v[i];
+          values[i] = child;
+          if (values.length <= i) defineElement(values, i, child);
         }
         return null;
       }
@@ -225,7 +255,11 @@
       const keys = ObjectKeys(v);
       if (ObjectGetOwnPropertyNames(v).length !== keys.length) return false;
       if (ObjectGetOwnPropertySymbols(v).length !== 0) return false;
-      for (let i = 0; i < keys.length; i++) values[i] = v[keys[i]];
+      for (let i = 0; i < keys.length; i++) {
+        const child = v[keys[i]];
+        values[i] = child;
+        if (values.length <= i) defineElement(values, i, child);
+      }
       return keys;
     }
 
@@ -252,10 +286,10 @@
       let paths = "";
       let places = 0;
       let strings = 0;
-      containers[0] = root;
-      keyLists[0] = rootKeys;
-      valueLists[0] = rootValues;
-      nexts[0] = 0;
+      place(containers, 0, root);
+      place(keyLists, 0, rootKeys);
+      place(valueLists, 0, rootValues);
+      place(nexts, 0, 0);
       depth = 1;
       out = rootKeys === null ? "[" : "{";
       while (depth > 0) {
@@ -333,7 +367,7 @@
         paths += (places++ === 0 ? "[" : ",") + place + "]";
         if (index === strings) {
           if (strings === 0) outOfBand.strings = [];
-          outOfBand.strings[strings++] = string;
+          put(outOfBand.strings, strings++, string);
         }
       }
 
@@ -348,10 +382,10 @@
         const keys = readContainer(v, values);
         if (keys === false) return false;
         SetPrototypeAdd(ancestors, v);
-        containers[depth] = v;
-        keyLists[depth] = keys;
-        valueLists[depth] = values;
-        nexts[depth] = 0;
+        place(containers, depth, v);
+        place(keyLists, depth, keys);
+        place(valueLists, depth, values);
+        place(nexts, depth, 0);
         depth++;
         out += keys === null ? "[" : "{";
         return true;
@@ -399,7 +433,7 @@
           const keys = ReflectOwnKeys(v);
           for (let i = 0; i < keys.length; i++) {
             const key = keys[i];
-            if (key !== "length" || !ArrayIsArray(v)) stack[top++] = v[key];
+            if (key !== "length" || !ArrayIsArray(v)) put(stack, top++, v[key]);
           }
         }
       }
