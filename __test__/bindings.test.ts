@@ -136,6 +136,22 @@ describe('namespaces', () => {
     }
   })
 
+  it('immediates set by the program\'s synchronous part run before its timers, however long that part computes, as in the reference backend', async () => {
+    // The reference runs that part in an I/O callback, after which Node
+    // runs the immediates before any timer; here the loop's first turn
+    // reaches the timers first, which, due by then, ran first.
+    const program =
+      "const out = []; setTimeout(() => out.push('t'), 0); setImmediate(() => { out.push('i'); setImmediate(() => out.push('i3')) }); setTimeout(() => out.push('t1'), 1); setImmediate(() => out.push('i2')); const s = Date.now(); while (Date.now() - s < 5); await new Promise((r) => setTimeout(r, 20)); return out"
+    const reference = await mountReference()
+    try {
+      const expected = await reference.run(program, { bindings: tools(echo().fns) })
+      expect(expected.value).toEqual(['i', 'i2', 't', 't1', 'i3'])
+      expect(await m.run(program, { bindings: tools(echo().fns) })).toEqual(expected)
+    } finally {
+      await reference.dispose()
+    }
+  })
+
   it.each([
     [[{ global: '$tools', functions: {} }], /not a usable identifier/],
     [[{ global: 'lambda', functions: {} }], /not a usable identifier/],

@@ -429,6 +429,31 @@ describe('a run executed again sees its timers and replies in the recorded order
     await healthy()
   })
 
+  it("the first turn's timers and immediates, which run immediates first however long the synchronous part computed", async () => {
+    // The synchronous part computes past both timers' delays, so the loop's
+    // first turn finds them due before it reaches the immediates; they run
+    // immediates first (as in the reference), and the history must record
+    // that order: recorded as the loop fired them, a re-execution would run
+    // 't' first and diverge at its first log line.
+    const { settled, holdCalls, parkedWith } = await raceAcrossAHostDeath(
+      `const out = []
+       setTimeout(() => { out.push('t'); console.log('t') }, 0)
+       setImmediate(() => { out.push('i'); console.log('i') })
+       setTimeout(() => out.push('t1'), 1)
+       setImmediate(() => out.push('i2'))
+       const start = performance.now()
+       while (performance.now() - start < 5);
+       ${RACE}
+       console.log(out.join(), winner)
+       await tools.park({ out })
+       return out`,
+      false,
+    )
+    expect(settled).toEqual({ logs: ['i', 't', 'i,i2,t,t1 timer'], value: ['i', 'i2', 't', 't1'] })
+    expect([holdCalls, parkedWith]).toEqual([1, [{ out: ['i', 'i2', 't', 't1'] }]])
+    await healthy()
+  })
+
   it.each([
     ['setInterval', `new Promise((resolve) => { let n = 0; const i = setInterval(() => { if (++n === 20) { clearInterval(i); resolve('timer') } }, ${RACE_MS / 20}) })`],
     ['setImmediate', `new Promise((resolve) => setTimeout(() => setImmediate(() => resolve('timer')), ${RACE_MS}))`],

@@ -22,41 +22,60 @@
   // deno_core's, as 01_core.js left it on the global before any file of ours.
   const coreQueueMicrotask = globalThis.queueMicrotask;
 
-  // Timer callbacks held back until the rejections that the program's
-  // synchronous part left unhandled have been reported, or null. As in Node,
-  // those fail the run before any timer callback runs; the event loop's
-  // first turn, which reports them, could otherwise come after a short timer
-  // is due (its thread descheduled for a few ms) and run it first. The run
-  // turns the loop once with callbacks held, then releases them in order.
-  // Each held callback is [run, current]: it runs only if current() still
-  // says so when released, since an earlier one may have cleared or
-  // refreshed its timer (in Node, which runs them one by one, it then never
-  // runs).
+  // Timer and immediate firings held back until the rejections that the
+  // program's synchronous part left unhandled have been reported, or null.
+  // As in Node, those fail the run before any timer callback runs; the
+  // event loop's first turn, which reports them, could otherwise come after
+  // a short timer is due (its thread descheduled for a few ms) and run it
+  // first. The run turns the loop once with firings held, then releases
+  // them: the immediates' first, as in the reference, which runs the
+  // synchronous part in an I/O callback, after which Node's loop runs the
+  // immediates (its check phase) before any timer, however long that part
+  // took (here the first turn reaches its timers first).
+  //
+  // A firing is held before it is ordered (17_event_order.js), so the
+  // order the run's history records is the order they run in: held after,
+  // they were recorded as the loop fired them and run as released, and a
+  // run executed again from its history diverged.
+  //
+  // Each held firing is [fire, current, immediate]: it fires only if
+  // current() still says so when released, since an earlier one may have
+  // cleared or refreshed its timer (in Node, which runs them one by one, it
+  // then never runs).
   let held = null;
   const holdCallbacks = () => {
     held = [];
   };
   const releaseCallbacks = () => {
-    const callbacks = held;
+    const firings = held;
     held = null;
-    for (let i = 0; i < callbacks.length; i++) {
-      const entry = callbacks[i];
-      if (entry[1]()) entry[0]();
+    release(firings, true);
+    release(firings, false);
+  };
+  /** The held firings that are immediates' (or not), in the order they came. */
+  function release(firings, immediates) {
+    for (let i = 0; i < firings.length; i++) {
+      const entry = firings[i];
+      if (entry[2] !== immediates || !entry[1]()) continue;
+      entry[0]();
       // As Node between timer callbacks: the ticks they queued, then
       // promise jobs.
       core.runNextTicks();
     }
-  };
+  }
   const always = () => true;
   /**
    * A timer's callback, run in the order the run's history holds when the
    * run is executed again (17_event_order.js, which loads later).
    */
   const ordered = (fire, live) => registry.eventOrder.ordered(fire, live);
-  /** Run `run` now, or when held callbacks are released if `current()` then. */
-  function deliver(run, current) {
-    if (held !== null) p.ArrayPrototypePush(held, [run, current]);
-    else run();
+  /**
+   * Fire `fire` (an ordered firing) now, or when held firings are released
+   * if `current()` then (an immediate's, `immediate`, before the others).
+   */
+  function deliver(fire, current, immediate = false) {
+    if (held !== null) p.ArrayPrototypePush(held, [fire, current, immediate]);
+    else fire();
   }
 
   // A throw inside a timer callback fails the run (docs/CONTRACT.md §8).
@@ -105,17 +124,18 @@
       this.#arm();
     }
     #arm() {
-      const due = () => this.#due();
-      this.#timer = core.createTimer(ordered(due, () => !this.#cleared), this.#delay, undefined, this.#repeat, true, false);
+      const firing = ordered(() => this.#fire(), () => !this.#cleared);
+      const due = () => {
+        const changes = this.#changes;
+        deliver(firing, () => this.#changes === changes);
+      };
+      this.#timer = core.createTimer(due, this.#delay, undefined, this.#repeat, true, false);
       p.MapPrototypeSet(timers, this.#id, this);
     }
-    #due() {
-      const changes = this.#changes;
-      deliver(() => {
-        // A one-shot leaves the pending ones when it runs.
-        if (!this.#repeat) p.MapPrototypeDelete(timers, this.#id);
-        this.#run(this);
-      }, () => this.#changes === changes);
+    #fire() {
+      // A one-shot leaves the pending ones when it runs.
+      if (!this.#repeat) p.MapPrototypeDelete(timers, this.#id);
+      this.#run(this);
     }
     #armed() {
       return this.#timer !== undefined && !this.#timer._destroyed;
@@ -210,8 +230,8 @@
     if (handle !== null && typeof handle === "object") clearTimer(handle);
   }
   function queueTask(callback) {
-    const run = guarded(callback, []);
-    core.createTimer(ordered(() => deliver(run, always), always), 1, undefined, false, true, true);
+    const firing = ordered(guarded(callback, []), always);
+    core.createTimer(() => deliver(firing, always), 1, undefined, false, true, true);
   }
 
 
@@ -280,7 +300,7 @@
       const immediate = queue[i];
       if (immediate._destroyed) continue;
       if (i > 0) core.runNextTicks();
-      p.WeakMapPrototypeGet(immediateFirings, immediate)();
+      deliver(p.WeakMapPrototypeGet(immediateFirings, immediate), always, true);
     }
   }
 
@@ -342,7 +362,7 @@
     const run = guarded(callback, args);
     const firing = ordered(() => {
       spend(immediate);
-      deliver(() => run(immediate), always);
+      run(immediate);
     }, () => !immediate._destroyed);
     p.WeakMapPrototypeSet(immediateFirings, immediate, firing);
     queueCheckPhase();
