@@ -292,6 +292,11 @@
   p.TypedArrayPrototypeGetByteOffset = uncurryThis(
     Object.getOwnPropertyDescriptor(TypedArrayPrototype, "byteOffset").get,
   );
+  // Buffer's copy takes any view, a DataView too: its bytes are found
+  // through these, not through members the program may redefine.
+  p.DataViewPrototypeGetBuffer = uncurryThis(Object.getOwnPropertyDescriptor(DataView.prototype, "buffer").get);
+  p.DataViewPrototypeGetByteOffset = uncurryThis(Object.getOwnPropertyDescriptor(DataView.prototype, "byteOffset").get);
+  p.DataViewPrototypeGetByteLength = uncurryThis(Object.getOwnPropertyDescriptor(DataView.prototype, "byteLength").get);
   p.TypedArrayPrototypeSubarray = uncurryThis(TypedArrayPrototype.subarray);
   p.TypedArrayPrototypeSet = uncurryThis(TypedArrayPrototype.set);
   p.Proxy = Proxy;

@@ -5,6 +5,8 @@
 // - the `base64url` encoding, which the package predates (decoding is the
 //   package's base64 decoder, which already reads `-` and `_`);
 // - console rendering, as Node's `<Buffer 68 69 ... 3 more bytes>`;
+// - any view where Node takes one (`copy` into a typed array or DataView,
+//   a Uint8Array searched for), `copyBytesFrom`, Node's base64 lengths;
 // - the errors of bad arguments and out-of-range reads and writes, as
 //   Node's (the same class, `code` and message: 13_node_errors.js).
 // A Buffer is a Uint8Array, so its memory is the capped allocator's like
@@ -63,7 +65,42 @@ function makeBuffer() {
     const replacement = make(original);
     ObjectDefineProperty(replacement, "name", { __proto__: null, value: original.name, configurable: true });
     ObjectDefineProperty(replacement, "length", { __proto__: null, value: original.length, configurable: true });
-    ObjectDefineProperty(owner, name, { __proto__: null, value: replacement, writable: true, enumerable: false, configurable: true });
+    // Enumerable, as the package's and Node's are (both assign them).
+    ObjectDefineProperty(owner, name, { __proto__: null, value: replacement, writable: true, enumerable: true, configurable: true });
+  }
+
+  /** Define `owner[name]`, a method Node has and the package has not, as Node assigns it. */
+  function add(owner, method) {
+    ObjectDefineProperty(owner, method.name, { __proto__: null, value: method, writable: true, enumerable: true, configurable: true });
+  }
+
+  // --- views: Node takes any ArrayBuffer view where the package takes a Buffer
+
+  /** The byte length of `view`, a typed array or a DataView. */
+  function viewByteLength(view) {
+    return core.isTypedArray(view) ? p.TypedArrayPrototypeGetByteLength(view) : p.DataViewPrototypeGetByteLength(view);
+  }
+
+  /** The `length` bytes of `view` (a typed array or a DataView) from byte `start`, as a Uint8Array. */
+  function bytesOf(view, start, length) {
+    const typed = core.isTypedArray(view);
+    const buffer = typed ? p.TypedArrayPrototypeGetBuffer(view) : p.DataViewPrototypeGetBuffer(view);
+    const offset = typed ? p.TypedArrayPrototypeGetByteOffset(view) : p.DataViewPrototypeGetByteOffset(view);
+    return new p.Uint8Array(buffer, offset + start, length);
+  }
+
+  /** Node's toInteger: a safe integer (a fraction floored), or `fallback`. */
+  function toInteger(value, fallback) {
+    value = +value;
+    if (!(value >= -9007199254740991 && value <= 9007199254740991)) return fallback;
+    return value % 1 === 0 ? value : p.MathFloor(value);
+  }
+
+  /** Node's validateInteger, from `min` to the largest safe integer. */
+  function validateInteger(value, name, min) {
+    if (typeof value !== "number") throw errors.invalidArgType(name, "number", value);
+    if (!NumberIsInteger(value)) throw errors.outOfRange(name, "an integer", value);
+    if (value < min || value > 9007199254740991) throw errors.outOfRange(name, `>= ${min} && <= 9007199254740991`, value);
   }
 
   // --- encodings -----------------------------------------------------------
@@ -108,13 +145,47 @@ function makeBuffer() {
     throw errors.invalidArgType("first argument", ["string", "Buffer", "ArrayBuffer", "Array", "Array-like Object"], value);
   });
 
+  // Node's base64 length: a quarter of the units times three, less what
+  // one or two trailing "=" pad, whatever the units are (the package counts
+  // what would decode).
+  function base64ByteLength(string) {
+    let units = string.length;
+    if (units > 0 && p.StringPrototypeCharCodeAt(string, units - 1) === 0x3d) units--;
+    if (units > 1 && p.StringPrototypeCharCodeAt(string, units - 1) === 0x3d) units--;
+    return (units * 3) >>> 2;
+  }
+
   patch(Buffer, "byteLength", (byteLength) => function (string, encoding) {
     if (typeof string !== "string" && !p.ArrayBufferIsView(string) && !isAnyArrayBuffer(string)) {
       throw errors.invalidArgType("string", ["string", "Buffer", "ArrayBuffer"], string);
     }
     // As Node: no encoding, or one it does not know, counts UTF-8.
     if (typeof string === "string" && (!encoding || isUtf8(encoding) || !Buffer.isEncoding(encoding))) return ops.op_dsh_utf8_length(string);
+    if (typeof string === "string" && (isBase64Url(encoding) || lower(encoding) === "base64")) return base64ByteLength(string);
     return ReflectApply(byteLength, this, [string, decoding(encoding)]);
+  });
+
+  add(Buffer, function copyBytesFrom(view, offset, length) {
+    if (!core.isTypedArray(view)) throw errors.invalidArgType("view", ["TypedArray"], view);
+    const units = p.TypedArrayPrototypeGetLength(view);
+    if (units === 0) return Buffer.alloc(0);
+    const unit = p.TypedArrayPrototypeGetByteLength(view) / units;
+    let from = 0;
+    let to = units;
+    if (offset !== undefined || length !== undefined) {
+      if (offset !== undefined) {
+        validateInteger(offset, "offset", 0);
+        if (offset >= units) return Buffer.alloc(0);
+        from = offset;
+      }
+      if (length !== undefined) {
+        validateInteger(length, "length", 0);
+        to = MathMin(from + length, units);
+      }
+    }
+    const copy = Buffer.allocUnsafe((to - from) * unit);
+    p.TypedArrayPrototypeSet(copy, bytesOf(view, from * unit, (to - from) * unit), 0);
+    return copy;
   });
 
   patch(Buffer, "alloc", (alloc) => function (size, fill, encoding) {
@@ -175,6 +246,28 @@ function makeBuffer() {
     return ReflectApply(compare, this, [target, targetStart, targetEnd, sourceStart, sourceEnd]);
   });
 
+  // Node's copy: into any view, its offsets as Node reads them.
+  patch(proto, "copy", () => function (target, targetStart, sourceStart, sourceEnd) {
+    if (!p.ArrayBufferIsView(target)) throw errors.invalidArgType("target", ["Buffer", "Uint8Array"], target);
+    const sourceLength = viewByteLength(this);
+    const targetLength = viewByteLength(target);
+    const integer = (value) => (NumberIsInteger(value) ? value : toInteger(value, 0));
+    if (targetStart === undefined) targetStart = 0;
+    else if ((targetStart = integer(targetStart)) < 0) throw errors.outOfRange("targetStart", ">= 0", targetStart);
+    if (sourceStart === undefined) sourceStart = 0;
+    else if ((sourceStart = integer(sourceStart)) < 0 || sourceStart > sourceLength) {
+      throw errors.outOfRange("sourceStart", `>= 0 && <= ${sourceLength}`, sourceStart);
+    }
+    if (sourceEnd === undefined) sourceEnd = sourceLength;
+    else if ((sourceEnd = integer(sourceEnd)) < 0) throw errors.outOfRange("sourceEnd", ">= 0", sourceEnd);
+    if (targetStart >= targetLength || sourceStart >= sourceEnd) return 0;
+    const count = MathMin(sourceEnd - sourceStart, targetLength - targetStart, sourceLength - sourceStart);
+    if (count <= 0) return 0;
+    // set() copies through a copy where the two share memory, as memmove.
+    p.TypedArrayPrototypeSet(bytesOf(target, 0, targetLength), bytesOf(this, sourceStart, count), targetStart);
+    return count;
+  });
+
   patch(Buffer, "compare", (compare) => function (buf1, buf2) {
     if (!isUint8Array(buf1)) throw errors.invalidArgType("buf1", ["Buffer", "Uint8Array"], buf1);
     if (!isUint8Array(buf2)) throw errors.invalidArgType("buf2", ["Buffer", "Uint8Array"], buf2);
@@ -224,9 +317,16 @@ function makeBuffer() {
     const name = SEARCHES[s][0];
     const forward = SEARCHES[s][1];
     patch(proto, name, (method) => function (value, byteOffset, encoding) {
+      if (typeof value !== "string" && typeof value !== "number" && !isUint8Array(value)) {
+        throw errors.invalidArgType("value", ["number", "string", "Buffer", "Uint8Array"], value);
+      }
       if ((typeof value === "string" || isUint8Array(value)) && value.length === 0) {
         const at = emptyNeedleAt(this.length, byteOffset, forward);
         return name === "includes" ? at !== -1 : at;
+      }
+      // The package searches for Buffers only: a Uint8Array, as one.
+      if (typeof value === "object") {
+        value = Buffer.from(p.TypedArrayPrototypeGetBuffer(value), p.TypedArrayPrototypeGetByteOffset(value), p.TypedArrayPrototypeGetLength(value));
       }
       const args = [value, byteOffset, encoding];
       for (let i = 1; i < 3; i++) if (isBase64Url(args[i])) args[i] = "base64";
