@@ -712,6 +712,25 @@ describe('long string arguments (they cross beside the JSON)', () => {
     }
   })
 
+  it.each([
+    ['a setter that shortens the list it is called on', "set(v) { this.length = 2 }"],
+    ['a setter that defines the element itself', "set(v) { Object.defineProperty(this, 1, { value: 'forged', writable: true, enumerable: true, configurable: true }) }"],
+    ['a getter with no setter (a store into a hole throws in strict code)', ''],
+  ])('an index accessor on Array.prototype with %s cannot forge the completion, as in the reference', async (_, setter) => {
+    // The encoder's lists have no prototype: no store of its reaches the
+    // program's accessors, and no setter is handed one of its lists.
+    const program = `Object.defineProperty(Array.prototype, 1, { configurable: true, get() { return 'forged' }, ${setter} })
+      return [[7, 2, 3], { a: [4, [5, 6]], b: [[8, 9]] }]`
+    const reference = await mountReference()
+    try {
+      const expected = await reference.run(program)
+      expect(expected).toEqual({ logs: [], value: [[7, 2, 3], { a: [4, [5, 6]], b: [[8, 9]] }] })
+      expect(await m.run(program)).toEqual(expected)
+    } finally {
+      await reference.dispose()
+    }
+  })
+
   it('a getter that calls a tool while the argument is encoded keeps both calls whole', async () => {
     const e = echo()
     const result = await m.run(

@@ -4,9 +4,13 @@
 // `Object.prototype.*` or anything else on the global; the bootstrap only
 // ever calls through these captured references, so the lossless-JSON
 // verdict, the log rendering and the bridge cannot be steered. (What is
-// left: index setters a program defines on Array.prototype can observe the
-// strings rendered from its own values, as console rendering pushes them
-// into arrays; they never see an object of the sandbox's.)
+// left: index accessors a program defines on Array.prototype can observe
+// the strings rendered from its own values, as console rendering pushes
+// them into arrays, and deno_core's tick queue, a holey array of its own,
+// reads the program's getters as ticks and hands its setters the ticks of
+// the program's own process.nextTick: the program can break its own run,
+// never reach past it. The lossless-JSON encoder's lists have no
+// prototype, so its verdict and bytes stay the program's values.)
 //
 // The files after this one share nothing but one registry, the temporary
 // global `__dsh` (deleted by 99_bootstrap.js before a program can see it):

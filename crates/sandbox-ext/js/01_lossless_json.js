@@ -48,6 +48,7 @@
     } = p;
     const SafeSet = p.Set;
     const ObjectDefineProperty = p.ObjectDefineProperty;
+    const ObjectSetPrototypeOf = p.ObjectSetPrototypeOf;
     const ObjectHasOwn = p.ObjectHasOwn;
     const ObjectKeys = p.ObjectKeys;
     const StringPrototypeCharCodeAt = p.StringPrototypeCharCodeAt;
@@ -110,31 +111,26 @@
       return s.length >= LONG_STRING && RegExpPrototypeExec(ESCAPED, s) === null ? '"' + s + '"' : JSONStringify(s);
     }
 
-    // The lists below are fresh arrays, whose appends a program can take:
-    // an index accessor it defines on Array.prototype or Object.prototype
-    // gets the store (its setter is called, no element is made) and then
-    // the read (its getter answers), so `return [1, 2, 3]` would read back
-    // what the getter says. A list of the program's values is written as
-    // `put` writes (readContainer, the hottest, has it inline: as a call
-    // it cost a quarter of encoding small objects in Node 22), checking
-    // that the element was made; a list of the encoder's own state as
-    // `place` writes, defining an appended element, so that no setter of
-    // the program's ever sees it.
+    // The encoder's lists are its own: a program may define index
+    // accessors on Array.prototype or Object.prototype, which a store into
+    // an ordinary array's hole reaches (a setter called with the list as
+    // `this`, a getter answering for the element, or a getter alone making
+    // the store throw), so `return [1, 2, 3]` read back what a getter said.
+    // The children read of the program's containers go into one list of
+    // no prototype a walk, where no store reaches anything; the walk's
+    // stacks define what they append (`setOwn`).
 
-    /** `list[i] = value`, where `value` is the program's own. */
-    function put(list, i, value) {
-      list[i] = value;
-      if (list.length <= i) defineElement(list, i, value);
+    /** An empty list whose stores reach nothing but its own elements. */
+    function ownList() {
+      const list = [];
+      ObjectSetPrototypeOf(list, null);
+      return list;
     }
 
-    /** `list[i] = value`, where `value` is the encoder's (appends are rare). */
-    function place(list, i, value) {
+    /** `list[i] = value`, defined where `i` is past its end (appends are rare). */
+    function setOwn(list, i, value) {
       if (i < list.length) list[i] = value;
-      else defineElement(list, i, value);
-    }
-
-    function defineElement(list, i, value) {
-      ObjectDefineProperty(list, i, { __proto__: null, value, writable: true, enumerable: true, configurable: true });
+      else ObjectDefineProperty(list, i, { __proto__: null, value, writable: true, enumerable: true, configurable: true });
     }
 
     /**
@@ -184,8 +180,8 @@
       // primitives that stay in the JSON (most arguments and results) is
       // written here; one that holds a container, or a string that leaves
       // the JSON, is handed to the walk with the children already read.
-      const rootValues = [];
-      const rootKeys = readContainer(value, rootValues);
+      const rootValues = ownList();
+      const rootKeys = readContainer(value, rootValues, 0);
       if (rootKeys === false) return undefined;
       let out = rootKeys === null ? "[" : "{";
       for (let i = 0; i < rootValues.length; i++) {
@@ -225,12 +221,12 @@
     }
 
     /**
-     * Check one container and read its children once into `values`: a
-     * dense plain array (returns null), or a plain / null-prototype object
-     * with only enumerable string keys (returns its keys); false when it is
-     * not lossless JSON.
+     * Check one container and read its children once into `values` (an
+     * `ownList`) from `base` on: a dense plain array (returns null), or a
+     * plain / null-prototype object with only enumerable string keys
+     * (returns its keys); false when it is not lossless JSON.
      */
-    function readContainer(v, values) {
+    function readContainer(v, values, base) {
       if (isProxy(v)) return false;
       const proto = ObjectGetPrototypeOf(v);
       if (ArrayIsArray(v)) {
@@ -240,9 +236,7 @@
         for (let i = 0; i < length; i++) {
           // Own and enumerable, or the array is sparse; a getter runs once.
           if (!ObjectPrototypePropertyIsEnumerable(v, i)) return false;
-          const child = v[i];
-          values[i] = child;
-          if (values.length <= i) defineElement(values, i, child);
+          values[base + i] = v[i];
         }
         return null;
       }
@@ -255,27 +249,27 @@
       const keys = ObjectKeys(v);
       if (ObjectGetOwnPropertyNames(v).length !== keys.length) return false;
       if (ObjectGetOwnPropertySymbols(v).length !== 0) return false;
-      for (let i = 0; i < keys.length; i++) {
-        const child = v[keys[i]];
-        values[i] = child;
-        if (values.length <= i) defineElement(values, i, child);
-      }
+      for (let i = 0; i < keys.length; i++) values[base + i] = v[keys[i]];
       return keys;
     }
 
     /**
      * The rest of encode, for a root that holds a container or a string
-     * that leaves the JSON: `rootKeys` and `rootValues` are what
-     * readContainer read of it.
+     * that leaves the JSON: `rootKeys` and `values` are what readContainer
+     * read of it (its children from 0 on).
      */
-    function walk(root, rootKeys, rootValues, limit, outOfBand) {
+    function walk(root, rootKeys, values, limit, outOfBand) {
       // The walk keeps one frame per open container (its children read
       // once, up front) in parallel arrays, and emits primitives inline; it
       // never recurses. Frames are not objects: allocating one per
-      // container was most of the cost of encoding a small value.
+      // container was most of the cost of encoding a small value. The
+      // children of every open container are in `values`, one container's
+      // after its parent's (a frame is where its own start and end), so a
+      // walk makes one list of them.
       const containers = [];
       const keyLists = [];
-      const valueLists = [];
+      const starts = [];
+      const ends = [];
       const nexts = [];
       // Cycle check: the containers currently open. Created only once a
       // container nests (a flat value cannot be its own ancestor).
@@ -286,18 +280,18 @@
       let paths = "";
       let places = 0;
       let strings = 0;
-      place(containers, 0, root);
-      place(keyLists, 0, rootKeys);
-      place(valueLists, 0, rootValues);
-      place(nexts, 0, 0);
+      setOwn(containers, 0, root);
+      setOwn(keyLists, 0, rootKeys);
+      setOwn(starts, 0, 0);
+      setOwn(ends, 0, values.length);
+      setOwn(nexts, 0, 0);
       depth = 1;
       out = rootKeys === null ? "[" : "{";
       while (depth > 0) {
         const top = depth - 1;
-        const values = valueLists[top];
         const keys = keyLists[top];
         const i = nexts[top];
-        if (i === values.length) {
+        if (i === ends[top] - starts[top]) {
           out += keys === null ? "]" : "}";
           if (ancestors !== undefined) SetPrototypeDelete(ancestors, containers[top]);
           depth = top;
@@ -306,7 +300,7 @@
         nexts[top] = i + 1;
         if (i > 0) out += ",";
         if (keys !== null) out += quote(keys[i]) + ":";
-        const child = values[i];
+        const child = values[starts[top] + i];
         switch (typeof child) {
           case "string":
             if (outOfBand !== undefined && beside(outOfBand, child)) {
@@ -367,7 +361,7 @@
         paths += (places++ === 0 ? "[" : ",") + place + "]";
         if (index === strings) {
           if (strings === 0) outOfBand.strings = [];
-          put(outOfBand.strings, strings++, string);
+          setOwn(outOfBand.strings, strings++, string);
         }
       }
 
@@ -378,14 +372,18 @@
        */
       function open(v) {
         if (SetPrototypeHas(ancestors, v)) return false;
-        const values = [];
-        const keys = readContainer(v, values);
+        // After its parent's children: what is there belonged to
+        // containers closed since.
+        const base = ends[depth - 1];
+        values.length = base;
+        const keys = readContainer(v, values, base);
         if (keys === false) return false;
         SetPrototypeAdd(ancestors, v);
-        place(containers, depth, v);
-        place(keyLists, depth, keys);
-        place(valueLists, depth, values);
-        place(nexts, depth, 0);
+        setOwn(containers, depth, v);
+        setOwn(keyLists, depth, keys);
+        setOwn(starts, depth, base);
+        setOwn(ends, depth, values.length);
+        setOwn(nexts, depth, 0);
         depth++;
         out += keys === null ? "[" : "{";
         return true;
@@ -422,7 +420,8 @@
       // (NEGATIVE_ZERO, LONG_EXPONENT, LONG_LITERAL) needs no second look.
       // A string holds no number at all.
       if (typeof value === "string" || !suspicious(text)) return value;
-      const stack = [value];
+      const stack = ownList();
+      stack[0] = value;
       let top = 1;
       while (top > 0) {
         const v = stack[--top];
@@ -433,7 +432,7 @@
           const keys = ReflectOwnKeys(v);
           for (let i = 0; i < keys.length; i++) {
             const key = keys[i];
-            if (key !== "length" || !ArrayIsArray(v)) put(stack, top++, v[key]);
+            if (key !== "length" || !ArrayIsArray(v)) stack[top++] = v[key];
           }
         }
       }
