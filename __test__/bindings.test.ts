@@ -712,6 +712,22 @@ describe('long string arguments (they cross beside the JSON)', () => {
     }
   })
 
+  it("Buffer's own methods do not go through the members of Buffer a program replaced, as Node's do not", async () => {
+    const program = `const from = Buffer.from
+      const made = from('abc')
+      Buffer.from = Buffer.alloc = Buffer.allocUnsafe = null
+      return [made.indexOf(new Uint8Array([98, 99])), made.includes(new Uint8Array([])), from('héllo', 'latin1').length, from('héllo').length,
+        Buffer.isBuffer(Buffer.copyBytesFrom(new Uint16Array([1, 2]), 1)), Buffer.copyBytesFrom(new Uint8Array([9, 8]), 1).toString('hex')]`
+    const reference = await mountReference()
+    try {
+      const expected = await reference.run(program)
+      expect(expected).toEqual({ logs: [], value: [1, true, 5, 6, true, '08'] })
+      expect(await m.run(program)).toEqual(expected)
+    } finally {
+      await reference.dispose()
+    }
+  })
+
   it.each([
     ['a setter that shortens the list it is called on', "set(v) { this.length = 2 }"],
     ['a setter that defines the element itself', "set(v) { Object.defineProperty(this, 1, { value: 'forged', writable: true, enumerable: true, configurable: true }) }"],

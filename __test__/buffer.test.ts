@@ -65,6 +65,9 @@ const cases: string[] = [
   "[Buffer.byteLength('aGk=\\n', 'base64'), Buffer.byteLength('aGk=', 'base64url'), Buffer.byteLength('==', 'base64'), Buffer.byteLength('=', 'base64'), Buffer.byteLength('', 'BASE64')]",
   'Buffer.copyBytesFrom(new Uint16Array([1, 256]), 1)', 'Buffer.copyBytesFrom(new Uint16Array([1, 256, 3]), 1, 1)', 'Buffer.copyBytesFrom(new Uint16Array([1, 2, 3]), 1, 5)',
   'Buffer.copyBytesFrom(new Float64Array(0))', 'Buffer.copyBytesFrom(new Uint8Array([1, 2]), 5)', 'Buffer.copyBytesFrom(new Uint8Array([1, 2]), 0, 0)',
+  // An offset's valueOf that resizes the target: lengths read after it, as Node reads them.
+  "(() => { const ab = new ArrayBuffer(8, { maxByteLength: 8 }); return Buffer.from('abcdefgh').copy(new Uint8Array(ab), { valueOf() { ab.resize(2); return 0 } }) })()",
+  "(() => { const ab = new ArrayBuffer(8, { maxByteLength: 8 }); const t = new Uint8Array(ab); return [Buffer.from('abcdefgh').copy(t, 0, { valueOf() { ab.resize(3); return 1 } }), t] })()",
   'Buffer.copyBytesFrom([1])', 'Buffer.copyBytesFrom(new Uint8Array(2), -1)', "Buffer.copyBytesFrom(new Uint8Array(2), '1')", 'Buffer.copyBytesFrom(new Uint8Array(2), 1.5)',
   'Buffer.copyBytesFrom(new DataView(new ArrayBuffer(1)))', '[Buffer.copyBytesFrom.name, Buffer.copyBytesFrom.length, Object.keys(Buffer).includes("copyBytesFrom"), Object.keys(Buffer).includes("from")]',
   '(() => { const b = Buffer.copyBytesFrom(new Uint8Array([9])); return [Buffer.isBuffer(b), b] })()',

@@ -39,6 +39,10 @@ function makeBuffer() {
   const { Buffer, INSPECT_MAX_BYTES } = lazyModule("bufferPackage")(packageIntrinsics);
   // The bundler renamed the package's function (`Buffer2`): Node's is `Buffer`.
   ObjectDefineProperty(Buffer, "name", { __proto__: null, value: "Buffer", configurable: true });
+  // Buffer's members are the program's to replace; what is made here is
+  // made by these, as Node's own functions do not read them either.
+  const allocUnsafe = Buffer.allocUnsafe;
+  const proto = Buffer.prototype;
   const isUint8Array = (value) => p.ArrayBufferIsView(value) && p.TypedArrayPrototypeGetSymbolToStringTag(value) === "Uint8Array";
 
   const lower = (encoding) => (typeof encoding === "string" ? StringPrototypeToLowerCase(encoding) : encoding);
@@ -89,6 +93,13 @@ function makeBuffer() {
     return new p.Uint8Array(buffer, offset + start, length);
   }
 
+  /**
+   * `bytes` made a Buffer, as the package makes one (a Uint8Array of
+   * Buffer.prototype), not through Buffer's members, which the program may
+   * replace.
+   */
+  const asBuffer = (bytes) => p.ObjectSetPrototypeOf(bytes, proto);
+
   /** Node's toInteger: a safe integer (a fraction floored), or `fallback`. */
   function toInteger(value, fallback) {
     value = +value;
@@ -126,12 +137,12 @@ function makeBuffer() {
     if (typeof value === "string") {
       // As Node: an encoding that is not a non-empty string means UTF-8.
       if (typeof encodingOrOffset !== "string" || encodingOrOffset === "" || isUtf8(encodingOrOffset)) {
-        const bytes = Buffer.allocUnsafe(ops.op_dsh_utf8_length(value));
+        const bytes = ReflectApply(allocUnsafe, Buffer, [ops.op_dsh_utf8_length(value)]);
         ops.op_dsh_utf8_write(value, bytes);
         return bytes;
       }
       if (isLatin1(encodingOrOffset)) {
-        const bytes = Buffer.allocUnsafe(value.length);
+        const bytes = ReflectApply(allocUnsafe, Buffer, [value.length]);
         ops.op_dsh_latin1_write(value, bytes);
         return bytes;
       }
@@ -168,14 +179,14 @@ function makeBuffer() {
   add(Buffer, function copyBytesFrom(view, offset, length) {
     if (!core.isTypedArray(view)) throw errors.invalidArgType("view", ["TypedArray"], view);
     const units = p.TypedArrayPrototypeGetLength(view);
-    if (units === 0) return Buffer.alloc(0);
+    if (units === 0) return asBuffer(new p.Uint8Array(0));
     const unit = p.TypedArrayPrototypeGetByteLength(view) / units;
     let from = 0;
     let to = units;
     if (offset !== undefined || length !== undefined) {
       if (offset !== undefined) {
         validateInteger(offset, "offset", 0);
-        if (offset >= units) return Buffer.alloc(0);
+        if (offset >= units) return asBuffer(new p.Uint8Array(0));
         from = offset;
       }
       if (length !== undefined) {
@@ -183,7 +194,7 @@ function makeBuffer() {
         to = MathMin(from + length, units);
       }
     }
-    const copy = Buffer.allocUnsafe((to - from) * unit);
+    const copy = asBuffer(new p.Uint8Array((to - from) * unit));
     p.TypedArrayPrototypeSet(copy, bytesOf(view, from * unit, (to - from) * unit), 0);
     return copy;
   });
@@ -194,7 +205,6 @@ function makeBuffer() {
     return ReflectApply(alloc, this, [size, fill, decoding(encoding)]);
   });
 
-  const proto = Buffer.prototype;
 
   function utf8Slice(buffer, start, end) {
     const bytes = new p.Uint8Array(p.TypedArrayPrototypeGetBuffer(buffer), p.TypedArrayPrototypeGetByteOffset(buffer) + start, end - start);
@@ -249,17 +259,19 @@ function makeBuffer() {
   // Node's copy: into any view, its offsets as Node reads them.
   patch(proto, "copy", () => function (target, targetStart, sourceStart, sourceEnd) {
     if (!p.ArrayBufferIsView(target)) throw errors.invalidArgType("target", ["Buffer", "Uint8Array"], target);
-    const sourceLength = viewByteLength(this);
-    const targetLength = viewByteLength(target);
+    // Each length read where Node reads it: an offset's valueOf may resize
+    // or detach a buffer before.
     const integer = (value) => (NumberIsInteger(value) ? value : toInteger(value, 0));
     if (targetStart === undefined) targetStart = 0;
     else if ((targetStart = integer(targetStart)) < 0) throw errors.outOfRange("targetStart", ">= 0", targetStart);
     if (sourceStart === undefined) sourceStart = 0;
-    else if ((sourceStart = integer(sourceStart)) < 0 || sourceStart > sourceLength) {
-      throw errors.outOfRange("sourceStart", `>= 0 && <= ${sourceLength}`, sourceStart);
+    else if ((sourceStart = integer(sourceStart)) < 0 || sourceStart > viewByteLength(this)) {
+      throw errors.outOfRange("sourceStart", `>= 0 && <= ${viewByteLength(this)}`, sourceStart);
     }
-    if (sourceEnd === undefined) sourceEnd = sourceLength;
+    if (sourceEnd === undefined) sourceEnd = viewByteLength(this);
     else if ((sourceEnd = integer(sourceEnd)) < 0) throw errors.outOfRange("sourceEnd", ">= 0", sourceEnd);
+    const sourceLength = viewByteLength(this);
+    const targetLength = viewByteLength(target);
     if (targetStart >= targetLength || sourceStart >= sourceEnd) return 0;
     const count = MathMin(sourceEnd - sourceStart, targetLength - targetStart, sourceLength - sourceStart);
     if (count <= 0) return 0;
@@ -320,14 +332,12 @@ function makeBuffer() {
       if (typeof value !== "string" && typeof value !== "number" && !isUint8Array(value)) {
         throw errors.invalidArgType("value", ["number", "string", "Buffer", "Uint8Array"], value);
       }
-      if ((typeof value === "string" || isUint8Array(value)) && value.length === 0) {
+      if (typeof value === "string" ? value.length === 0 : typeof value === "object" && p.TypedArrayPrototypeGetLength(value) === 0) {
         const at = emptyNeedleAt(this.length, byteOffset, forward);
         return name === "includes" ? at !== -1 : at;
       }
       // The package searches for Buffers only: a Uint8Array, as one.
-      if (typeof value === "object") {
-        value = Buffer.from(p.TypedArrayPrototypeGetBuffer(value), p.TypedArrayPrototypeGetByteOffset(value), p.TypedArrayPrototypeGetLength(value));
-      }
+      if (typeof value === "object") value = asBuffer(bytesOf(value, 0, p.TypedArrayPrototypeGetLength(value)));
       const args = [value, byteOffset, encoding];
       for (let i = 1; i < 3; i++) if (isBase64Url(args[i])) args[i] = "base64";
       return ReflectApply(method, this, args);
