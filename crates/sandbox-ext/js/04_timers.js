@@ -112,6 +112,11 @@
     #repeat;
     // deno_core's timer while armed (it marks a fired one-shot _destroyed).
     #timer = undefined;
+    // Its firing, numbered once (17_event_order.js): a one-shot armed again
+    // by refresh fires under the same number, so whether it had fired when
+    // it was refreshed (which depends on how soon the loop got to it)
+    // numbers no timer made after it otherwise.
+    #firing;
     #cleared = false;
     // Bumped by refresh and clear: a callback that fell due before either,
     // but was held (see `held`), no longer runs.
@@ -121,13 +126,13 @@
       this.#run = run;
       this.#delay = delay;
       this.#repeat = repeat;
+      this.#firing = ordered(() => this.#fire(), () => !this.#cleared);
       this.#arm();
     }
     #arm() {
-      const firing = ordered(() => this.#fire(), () => !this.#cleared);
       const due = () => {
         const changes = this.#changes;
-        deliver(firing, () => this.#changes === changes);
+        deliver(this.#firing, () => this.#changes === changes);
       };
       this.#timer = core.createTimer(due, this.#delay, undefined, this.#repeat, true, false);
       p.MapPrototypeSet(timers, this.#id, this);
