@@ -47,7 +47,7 @@ pub struct PreparedIsolate {
   pub install: v8::Global<v8::Function>,
   /// `watch(completion)`: settles the run; returns a promise.
   pub watch: v8::Global<v8::Function>,
-  /// `releaseTimerCallbacks()`: runs the timer callbacks held back while
+  /// `releaseCallbacks()`: fires the timers and immediates held back while
   /// the program's synchronous part's rejections were being reported.
   pub release_timers: v8::Global<v8::Function>,
   /// Memory outside the heap held for the program. Declared after

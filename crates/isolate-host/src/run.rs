@@ -521,13 +521,14 @@ impl Drop for Attached<'_> {
 
 /// Run the program's event loop until `promise` (the driver's) settles.
 ///
-/// The first turn runs with timer callbacks held back (crates/sandbox-ext/js/04_timers.js):
-/// the rejections the program's synchronous part left unhandled are
-/// reported in that turn, and they must fail the run before any timer
-/// callback runs, as in Node, however late the turn comes. deno_core runs
-/// due timers before it reports rejections within a turn, so a turn that
-/// starts after a short timer is due would otherwise let the timer's
-/// continuation settle the run first.
+/// The first turn runs with timer and immediate firings held back
+/// (crates/sandbox-ext/js/04_timers.js): the rejections the program's
+/// synchronous part left unhandled are reported in that turn, and they
+/// must fail the run before any timer callback runs, as in Node, however
+/// late the turn comes. deno_core runs due timers before it reports
+/// rejections within a turn, so a turn that starts after a short timer is
+/// due would otherwise let the timer's continuation settle the run first.
+/// Released, the immediates fire before the timers, as in the reference.
 ///
 /// A run whose completion settled within that turn is done: its held
 /// callbacks are dropped with every other leftover (docs/CONTRACT.md),
