@@ -31,8 +31,8 @@
 //! (`dsh_sandbox_ext`'s call ops, `bridge.rs`): one heap string passed N
 //! times is N copies, so each call's copies are a [`Held`] reservation
 //! against the account of the run that made it (the ops' [`RunMemory`]),
-//! as is a clone's serialized copy while it is read back
-//! (`dsh_sandbox_ext::serialized_copy`).
+//! as is a clone's serialized copy while it is read back (the extension's
+//! `structured_clone.rs`; `serialized_copy.rs` bounds it while written).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

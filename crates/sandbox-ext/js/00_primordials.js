@@ -59,8 +59,9 @@
   p.ObjectGetOwnPropertyNames = Object.getOwnPropertyNames;
   p.ObjectGetOwnPropertySymbols = Object.getOwnPropertySymbols;
   p.ObjectGetPrototypeOf = Object.getPrototypeOf;
-  // 99_bootstrap.js's table of waiting calls is an array whose holes and
-  // appends must not reach Array.prototype, which the program can write.
+  // 99_bootstrap.js's table of waiting calls and 01_lossless_json.js's
+  // lists are arrays whose holes and appends must not reach
+  // Array.prototype, which the program can write.
   p.ObjectSetPrototypeOf = Object.setPrototypeOf;
   p.ObjectKeys = Object.keys;
   p.ObjectIs = Object.is;

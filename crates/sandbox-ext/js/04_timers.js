@@ -292,7 +292,8 @@
   }
 
   /**
-   * deno_core's check phase: run the queue as it stands (immediates set
+   * deno_core's check phase: run (in the first turn, hold: `deliver`) the
+   * queue as it stands (immediates set
    * meanwhile wait for the next phase, as in Node), skipping those cleared
    * on the way, with the ticks and promise jobs of each run before the next.
    */

@@ -25,9 +25,11 @@
 //! would free), so a clone refused once is refused each time it is
 //! executed: twice the cap, for all the copies being written on the thread
 //! at once (a getter may clone while its own object is written), because
-//! V8 grows a buffer to twice its size and 64 bytes, so a copy whose
-//! bytes fit the cap (with 64 to spare) is never refused. Once written, the copy's bytes are held against the cap
-//! itself, as any other memory a run holds outside the heap.
+//! V8 grows a buffer to twice its size and 64 bytes, so a copy written
+//! alone whose bytes fit the cap (with 64 to spare) is never refused;
+//! copies written at once share the ceiling. Once written, the copy's
+//! bytes are held against the cap itself (`structured_clone.rs`), as any
+//! other memory a run holds outside the heap.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

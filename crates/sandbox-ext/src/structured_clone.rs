@@ -93,8 +93,8 @@ pub fn op_dsh_host_object(
 ///
 /// The serialized copy is bounded while V8 writes it (`serialized_copy.rs`):
 /// one V8 refuses to grow past its ceiling stops the run at the external
-/// cap, as a copy that big could never fit it. Once written, it is held
-/// against the cap until the clone is read back.
+/// cap, as the copies being written together could never fit it. Once
+/// written, it is held against the cap until the clone is read back.
 #[op2(reentrant)]
 pub fn op_dsh_structured_clone<'s>(
   state: Rc<RefCell<OpState>>,

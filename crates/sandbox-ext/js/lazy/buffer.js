@@ -8,7 +8,8 @@
 // - any view where Node takes one (`copy` into a typed array or DataView,
 //   a Uint8Array searched for), `copyBytesFrom`, Node's base64 lengths;
 // - the errors of bad arguments and out-of-range reads and writes, as
-//   Node's (the same class, `code` and message: 13_node_errors.js).
+//   Node's (the same class, `code` and message: 13_node_errors.js), but
+//   some of `write`, `fill`, `compare` and `allocUnsafe`'s (README).
 // A Buffer is a Uint8Array, so its memory is the capped allocator's like
 // any typed array's. A lazy module (14_lazy_globals.js): the package's
 // ~100 functions stay out of every isolate that never touches Buffer.
