@@ -65,6 +65,15 @@ const cases: string[] = [
   "[Buffer.byteLength('aGk=\\n', 'base64'), Buffer.byteLength('aGk=', 'base64url'), Buffer.byteLength('==', 'base64'), Buffer.byteLength('=', 'base64'), Buffer.byteLength('', 'BASE64')]",
   'Buffer.copyBytesFrom(new Uint16Array([1, 256]), 1)', 'Buffer.copyBytesFrom(new Uint16Array([1, 256, 3]), 1, 1)', 'Buffer.copyBytesFrom(new Uint16Array([1, 2, 3]), 1, 5)',
   'Buffer.copyBytesFrom(new Float64Array(0))', 'Buffer.copyBytesFrom(new Uint8Array([1, 2]), 5)', 'Buffer.copyBytesFrom(new Uint8Array([1, 2]), 0, 0)',
+  // write's forms and checks, in Node's order
+  "Buffer.alloc(4).write('abc', 5)", "Buffer.alloc(4).write('abc', -1)", "Buffer.alloc(4).write('abc', 0, 10)", "Buffer.alloc(4).write('abc', 1.5)",
+  'Buffer.alloc(4).write(123)', 'Buffer.alloc(4).write()', "Buffer.alloc(4).write(Buffer.from('x'))", "Buffer.alloc(4).write('x', null)",
+  "Buffer.alloc(4).write('x', 1, -1)", "Buffer.alloc(4).write('xyz', 1, 1.5)", "Buffer.alloc(4).write('x', 1, '1')", "Buffer.alloc(4).write('abc', 'nope')",
+  "Buffer.alloc(4).write(5, 'nope')", "(() => { const b = Buffer.alloc(4); return [b.write('abc', 1, 'hex'), b] })()", "(() => { const b = Buffer.alloc(4); return [b.write('abcdef', 1, 2), b] })()",
+  "Buffer.alloc(4).write('abc', '1')", "Buffer.alloc(4).write('abc', 4)", "(() => { const b = Buffer.alloc(4); return [b.write('ab', 0, 4, 'ucs2'), b] })()",
+  "(() => { const b = Buffer.alloc(4); return [b.write('abc', undefined, 2), b] })()", "(() => { const b = Buffer.alloc(4); return [b.write('abc', 0, undefined, 'latin1'), b] })()",
+  "Buffer.alloc(4).write('abc', 2 ** 53)", "Buffer.alloc(4).write('abc', NaN)", "Buffer.alloc(4).write('abc', 1, NaN)", "(() => { const b = Buffer.alloc(4); return [b.write('aGk=', 'base64url'), b] })()",
+  "(() => { const b = Buffer.alloc(6); return [b.write('héllo', 1, 'UTF-8'), b.write('ab', 4, ''), b] })()", "(() => { const b = Buffer.alloc(3); return [b.write('6g6', 'hex'), b] })()",
   // An offset's valueOf that resizes the target: lengths read after it, as Node reads them.
   "(() => { const ab = new ArrayBuffer(8, { maxByteLength: 8 }); return Buffer.from('abcdefgh').copy(new Uint8Array(ab), { valueOf() { ab.resize(2); return 0 } }) })()",
   "(() => { const ab = new ArrayBuffer(8, { maxByteLength: 8 }); const t = new Uint8Array(ab); return [Buffer.from('abcdefgh').copy(t, 0, { valueOf() { ab.resize(3); return 1 } }), t] })()",

@@ -9,7 +9,7 @@
 //   a Uint8Array searched for), `copyBytesFrom`, Node's base64 lengths;
 // - the errors of bad arguments and out-of-range reads and writes, as
 //   Node's (the same class, `code` and message: 13_node_errors.js), but
-//   some of `write`, `fill`, `compare` and `allocUnsafe`'s (README).
+//   some of `fill`, `compare` and `allocUnsafe`'s (README).
 // A Buffer is a Uint8Array, so its memory is the capped allocator's like
 // any typed array's. A lazy module (14_lazy_globals.js): the package's
 // ~100 functions stay out of every isolate that never touches Buffer.
@@ -109,10 +109,10 @@ function makeBuffer() {
   }
 
   /** Node's validateInteger, from `min` to the largest safe integer. */
-  function validateInteger(value, name, min) {
+  function validateInteger(value, name, min, max = 9007199254740991) {
     if (typeof value !== "number") throw errors.invalidArgType(name, "number", value);
     if (!NumberIsInteger(value)) throw errors.outOfRange(name, "an integer", value);
-    if (value < min || value > 9007199254740991) throw errors.outOfRange(name, `>= ${min} && <= 9007199254740991`, value);
+    if (value < min || value > max) throw errors.outOfRange(name, `>= ${min} && <= ${max}`, value);
   }
 
   // --- encodings -----------------------------------------------------------
@@ -235,13 +235,35 @@ function makeBuffer() {
     return p.StringReplaceAllLiteral(p.StringReplaceAllLiteral(p.StringReplaceAllLiteral(base64, "+", "-"), "/", "_"), "=", "");
   });
 
+  // Node's write: its forms (string[, encoding]; string, offset[, length]
+  // [, encoding]), its checks in its order (offsets, the encoding, then
+  // the string), a length past the end cut to it.
   patch(proto, "write", (write) => function (string, offset, length, encoding) {
-    let args;
-    if (typeof offset === "string") args = [string, decoding(offset)];
-    else if (typeof length === "string") args = [string, offset, decoding(length)];
-    else args = [string, offset, length, decoding(encoding)];
-    if (isHex(args[args.length - 1]) && typeof string === "string") args[0] = hexPrefix(string);
-    return ReflectApply(write, this, args);
+    const size = p.TypedArrayPrototypeGetLength(this);
+    if (offset === undefined) {
+      offset = 0;
+      length = size;
+      encoding = undefined;
+    } else if (length === undefined && typeof offset === "string") {
+      encoding = offset;
+      offset = 0;
+      length = size;
+    } else {
+      validateInteger(offset, "offset", 0, size);
+      const remaining = size - offset;
+      if (length === undefined) {
+        length = remaining;
+      } else if (typeof length === "string") {
+        encoding = length;
+        length = remaining;
+      } else {
+        validateInteger(length, "length", 0, size);
+        if (length > remaining) length = remaining;
+      }
+    }
+    if (encoding && !isUtf8(encoding)) checkEncoding(encoding);
+    if (typeof string !== "string") throw errors.nodeError(p.TypeError, "ERR_INVALID_ARG_TYPE", "argument must be a string");
+    return ReflectApply(write, this, [isHex(encoding) ? hexPrefix(string) : string, offset, length, encoding ? decoding(encoding) : undefined]);
   });
 
   patch(proto, "equals", () => function (otherBuffer) {
