@@ -74,6 +74,17 @@ const cases: string[] = [
   "(() => { const b = Buffer.alloc(4); return [b.write('abc', undefined, 2), b] })()", "(() => { const b = Buffer.alloc(4); return [b.write('abc', 0, undefined, 'latin1'), b] })()",
   "Buffer.alloc(4).write('abc', 2 ** 53)", "Buffer.alloc(4).write('abc', NaN)", "Buffer.alloc(4).write('abc', 1, NaN)", "(() => { const b = Buffer.alloc(4); return [b.write('aGk=', 'base64url'), b] })()",
   "(() => { const b = Buffer.alloc(6); return [b.write('héllo', 1, 'UTF-8'), b.write('ab', 4, ''), b] })()", "(() => { const b = Buffer.alloc(3); return [b.write('6g6', 'hex'), b] })()",
+  // fill, alloc, allocUnsafe, concat, compare and from(ArrayBuffer): Node's checks
+  "Buffer.alloc(3).fill('a', 5)", "Buffer.alloc(3).fill('a', 0, 5)", "Buffer.alloc(3).fill('a', -1)", "Buffer.alloc(3).fill('a', 1.5)",
+  "Buffer.alloc(3).fill('a', null)", "Buffer.alloc(3).fill('a', 0, null)", 'Buffer.alloc(3).fill({})', 'Buffer.alloc(3, {})', 'Buffer.alloc(4).fill([1, 2])',
+  'Buffer.alloc(3).fill(1n)', "Buffer.alloc(4).fill('zz', 'hex')", "Buffer.alloc(4, 'zz', 'hex')", "Buffer.alloc(3).fill('a', 'nope')", "Buffer.alloc(3).fill('a', 1, 'latin1')",
+  "Buffer.alloc(3).fill('a', 2, 1)", "Buffer.alloc(3).fill('')", "Buffer.alloc(3).fill(true)", 'Buffer.alloc(3).fill(257)', "Buffer.alloc(4).fill(new Uint8Array([1, 2]))", "Buffer.alloc(4).fill(new Uint8Array(0))",
+  'Buffer.allocUnsafe(-1)', "Buffer.allocUnsafe('3')", 'Buffer.allocUnsafe(2 ** 53)', 'Buffer.allocUnsafeSlow(-1)', 'Buffer.allocUnsafeSlow(NaN)', 'Buffer.alloc(NaN)', 'Buffer.alloc(1.5).length',
+  "Buffer.concat([Buffer.from('ab')], -1)", "Buffer.concat([Buffer.from('ab')], '3')", "Buffer.concat([Buffer.from('ab')], null)", "Buffer.concat([Buffer.from('abc')], 2.5)", 'Buffer.concat([null])',
+  "Buffer.from('abc').compare(Buffer.from('abc'), 0, 5)", "Buffer.from('abc').compare(Buffer.from('abc'), -1)", "Buffer.from('abc').compare(Buffer.from('abc'), 0, 3, 0, 9)",
+  "Buffer.from('abc').compare(Buffer.from('abc'), 1.5)", "Buffer.from('abc').compare(Buffer.from('abc'), '1')", "Buffer.from('abc').compare(Buffer.from('bc'), 1, 3, 1, 3)",
+  'Buffer.from(new ArrayBuffer(4), 5)', 'Buffer.from(new ArrayBuffer(4), 1, 5)', "Buffer.from(new ArrayBuffer(4), '1')", 'Buffer.from(new ArrayBuffer(4), -1)', 'Buffer.from(new ArrayBuffer(4), 0, -1)',
+  'Buffer.from({})', "Buffer.from('abc').toString(null)", "Buffer.from('abc').toString('')",
   // An offset's valueOf that resizes the target: lengths read after it, as Node reads them.
   "(() => { const ab = new ArrayBuffer(8, { maxByteLength: 8 }); return Buffer.from('abcdefgh').copy(new Uint8Array(ab), { valueOf() { ab.resize(2); return 0 } }) })()",
   "(() => { const ab = new ArrayBuffer(8, { maxByteLength: 8 }); const t = new Uint8Array(ab); return [Buffer.from('abcdefgh').copy(t, 0, { valueOf() { ab.resize(3); return 1 } }), t] })()",

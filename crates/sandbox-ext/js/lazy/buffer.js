@@ -8,8 +8,8 @@
 // - any view where Node takes one (`copy` into a typed array or DataView,
 //   a Uint8Array searched for), `copyBytesFrom`, Node's base64 lengths;
 // - the errors of bad arguments and out-of-range reads and writes, as
-//   Node's (the same class, `code` and message: 13_node_errors.js), but
-//   some of `fill`, `compare` and `allocUnsafe`'s (README).
+//   Node's (the same class, `code` and message: 13_node_errors.js), in
+//   Node's order, per Node line where they differ (`concat`).
 // A Buffer is a Uint8Array, so its memory is the capped allocator's like
 // any typed array's. A lazy module (14_lazy_globals.js): the package's
 // ~100 functions stay out of every isolate that never touches Buffer.
@@ -101,6 +101,10 @@ function makeBuffer() {
    */
   const asBuffer = (bytes) => p.ObjectSetPrototypeOf(bytes, proto);
 
+  /** Node's ERR_INVALID_ARG_VALUE: the value as console shows it. */
+  const invalidArgValue = (name, value) =>
+    errors.nodeError(p.TypeError, "ERR_INVALID_ARG_VALUE", `The argument '${name}' is invalid. Received ${inspectValue(value)}`);
+
   /** Node's toInteger: a safe integer (a fraction floored), or `fallback`. */
   function toInteger(value, fallback) {
     value = +value;
@@ -151,11 +155,45 @@ function makeBuffer() {
       if (isHex(encodingOrOffset)) value = hexPrefix(value);
       return ReflectApply(from, this, [value, decoding(encodingOrOffset)]);
     }
+    if (typeof value === "object" && value !== null && isAnyArrayBuffer(value)) return fromArrayBuffer(value, encodingOrOffset, length);
     if (typeof value === "object" && value !== null || typeof value === "function") {
-      return ReflectApply(from, this, [value, encodingOrOffset, length]);
+      try {
+        return ReflectApply(from, this, [value, encodingOrOffset, length]);
+      } catch (error) {
+        // The package's own words for a value it cannot take: Node's instead.
+        if (!(error instanceof p.TypeError) || !p.StringPrototypeStartsWith(error.message, "The first argument must be one of type")) throw error;
+      }
     }
     throw errors.invalidArgType("first argument", ["string", "Buffer", "ArrayBuffer", "Array", "Array-like Object"], value);
   });
+  /** A string's bytes in an encoding, as Buffer.from makes them (whatever the program made Buffer.from). */
+  const stringBytes = Buffer.from;
+
+  /** Node's fromArrayBuffer: a view of its bytes, offset and length as Node reads them. */
+  function fromArrayBuffer(buffer, byteOffset, length) {
+    if (byteOffset === undefined) {
+      byteOffset = 0;
+    } else {
+      byteOffset = +byteOffset;
+      if (p.NumberIsNaN(byteOffset)) byteOffset = 0;
+    }
+    // Read as Node reads it.
+    const maxLength = buffer.byteLength - byteOffset;
+    if (maxLength < 0) throw outOfBounds("offset");
+    if (length === undefined) {
+      length = maxLength;
+    } else {
+      length = +length;
+      if (length > 0) {
+        if (length > maxLength) throw outOfBounds("length");
+      } else {
+        length = 0;
+      }
+    }
+    return asBuffer(new p.Uint8Array(buffer, byteOffset, length));
+  }
+
+  const outOfBounds = (name) => errors.nodeError(p.RangeError, "ERR_BUFFER_OUT_OF_BOUNDS", `"${name}" is outside of buffer bounds`);
 
   // Node's base64 length: a quarter of the units times three, less what
   // one or two trailing "=" pad, whatever the units are (the package counts
@@ -200,10 +238,26 @@ function makeBuffer() {
     return copy;
   });
 
-  patch(Buffer, "alloc", (alloc) => function (size, fill, encoding) {
+  /** Node's check of a size to allocate. */
+  function checkSize(size) {
     if (typeof size !== "number") throw errors.invalidArgType("size", "number", size);
-    if (!(size >= 0 && size <= 2 ** 53 - 1)) throw errors.outOfRange("size", `>= 0 && <= ${9007199254740991}`, size);
-    return ReflectApply(alloc, this, [size, fill, decoding(encoding)]);
+    if (!(size >= 0 && size <= 9007199254740991)) throw errors.outOfRange("size", ">= 0 && <= 9007199254740991", size);
+  }
+
+  // As Node's: filled as fill fills, from 0 to the end.
+  patch(Buffer, "alloc", (alloc) => function (size, fill, encoding) {
+    checkSize(size);
+    const made = ReflectApply(alloc, this, [size]);
+    if (fill !== undefined && fill !== 0 && size > 0) ReflectApply(proto.fill, made, [fill, 0, made.length, encoding]);
+    return made;
+  });
+  patch(Buffer, "allocUnsafe", (allocUnsafeOf) => function (size) {
+    checkSize(size);
+    return ReflectApply(allocUnsafeOf, this, [size]);
+  });
+  patch(Buffer, "allocUnsafeSlow", (allocUnsafeSlow) => function (size) {
+    checkSize(size);
+    return ReflectApply(allocUnsafeSlow, this, [size]);
   });
 
 
@@ -228,8 +282,9 @@ function makeBuffer() {
     if (end === undefined || end > length) end = length;
     else end = p.MathTrunc(end) || 0;
     if (end <= start) return "";
-    if (isUtf8(encoding)) return utf8Slice(this, start, end);
-    checkEncoding(encoding);
+    if (encoding === undefined || isUtf8(encoding)) return utf8Slice(this, start, end);
+    // As Node: an encoding given (null, "" too) is one it knows.
+    if (!Buffer.isEncoding(encoding)) throw errors.unknownEncoding(encoding);
     if (!isBase64Url(encoding)) return ReflectApply(toString, this, [encoding, start, end]);
     const base64 = ReflectApply(toString, this, ["base64", start, end]);
     return p.StringReplaceAllLiteral(p.StringReplaceAllLiteral(p.StringReplaceAllLiteral(base64, "+", "-"), "/", "_"), "=", "");
@@ -274,9 +329,33 @@ function makeBuffer() {
     return true;
   });
 
+  // Node's compare: its offsets checked in its order, then the bytes.
   patch(proto, "compare", (compare) => function (target, targetStart, targetEnd, sourceStart, sourceEnd) {
     if (!isUint8Array(target)) throw errors.invalidArgType("target", ["Buffer", "Uint8Array"], target);
-    return ReflectApply(compare, this, [target, targetStart, targetEnd, sourceStart, sourceEnd]);
+    if (arguments.length === 1) return ReflectApply(compare, this, [target]);
+    const targetLength = p.TypedArrayPrototypeGetLength(target);
+    const sourceLength = p.TypedArrayPrototypeGetLength(this);
+    if (targetStart === undefined) targetStart = 0;
+    else validateInteger(targetStart, "targetStart", 0);
+    if (targetEnd === undefined) targetEnd = targetLength;
+    else validateInteger(targetEnd, "targetEnd", 0, targetLength);
+    if (sourceStart === undefined) sourceStart = 0;
+    else validateInteger(sourceStart, "sourceStart", 0);
+    if (sourceEnd === undefined) sourceEnd = sourceLength;
+    else validateInteger(sourceEnd, "sourceEnd", 0, sourceLength);
+    if (sourceStart >= sourceEnd) return targetStart >= targetEnd ? 0 : -1;
+    if (targetStart >= targetEnd) return 1;
+    if (sourceStart > sourceLength) throw errors.nodeError(p.RangeError, "ERR_OUT_OF_RANGE", 'The value of "sourceStart" is out of range.');
+    if (targetStart > targetLength) throw errors.nodeError(p.RangeError, "ERR_OUT_OF_RANGE", 'The value of "targetStart" is out of range.');
+    const sourceCount = sourceEnd - sourceStart;
+    const targetCount = targetEnd - targetStart;
+    const count = MathMin(sourceCount, targetCount, sourceLength - sourceStart);
+    for (let i = 0; i < count; i++) {
+      const a = this[sourceStart + i];
+      const b = target[targetStart + i];
+      if (a !== b) return a < b ? -1 : 1;
+    }
+    return sourceCount > targetCount ? 1 : sourceCount < targetCount ? -1 : 0;
   });
 
   // Node's copy: into any view, its offsets as Node reads them.
@@ -311,9 +390,23 @@ function makeBuffer() {
 
   patch(Buffer, "concat", (concat) => function (list, length) {
     if (!p.ArrayIsArray(list)) throw errors.invalidArgType("list", "Array", list);
-    for (let i = 0; i < list.length; i++) {
-      if (!isUint8Array(list[i])) throw errors.invalidArgType(`list[${i}]`, ["Buffer", "Uint8Array"], list[i]);
+    if (list.length === 0) return ReflectApply(allocUnsafe, Buffer, [0]);
+    const checkMembers = () => {
+      for (let i = 0; i < list.length; i++) {
+        if (!isUint8Array(list[i])) throw errors.invalidArgType(`list[${i}]`, ["Buffer", "Uint8Array"], list[i]);
+      }
+    };
+    // Node 24 and later check the members first; Node 22 sums their
+    // lengths first (reading a member's length, which throws for null) and
+    // checks each as it copies it.
+    if (nodeMajor >= 24) checkMembers();
+    if (length === undefined) {
+      length = 0;
+      for (let i = 0; i < list.length; i++) if (list[i].length) length += list[i].length;
+    } else {
+      validateInteger(length, "length", 0);
     }
+    if (nodeMajor < 24) checkMembers();
     return ReflectApply(concat, this, [list, length]);
   });
 
@@ -331,10 +424,50 @@ function makeBuffer() {
     });
   }
 
+  // Node's fill: its forms and checks in its order; a string filled as
+  // its bytes in the encoding (none: Node's ERR_INVALID_ARG_VALUE), a view
+  // as its bytes, anything else as a number (Node's ToUint32: an object
+  // is 0, a BigInt throws).
   patch(proto, "fill", (fill) => function (value, offset, end, encoding) {
-    const args = [value, offset, end, encoding];
-    for (let i = 1; i < 4; i++) if (isBase64Url(args[i])) args[i] = "base64";
-    return ReflectApply(fill, this, args);
+    const size = p.TypedArrayPrototypeGetLength(this);
+    if (typeof value === "string") {
+      if (offset === undefined || typeof offset === "string") {
+        encoding = offset;
+        offset = 0;
+        end = size;
+      } else if (typeof end === "string") {
+        encoding = end;
+        end = size;
+      }
+      if (encoding !== undefined && !isUtf8(encoding) && !Buffer.isEncoding(encoding)) {
+        if (typeof encoding !== "string") throw errors.invalidArgType("encoding", "string", encoding);
+        throw errors.unknownEncoding(encoding);
+      }
+    }
+    if (offset === undefined) {
+      offset = 0;
+      end = size;
+    } else {
+      validateInteger(offset, "offset", 0);
+      if (end === undefined) end = size;
+      else validateInteger(end, "end", 0, size);
+      if (offset >= end) return this;
+    }
+    let pattern;
+    if (typeof value === "string") {
+      if (value.length === 0) {
+        pattern = 0;
+      } else {
+        pattern = ReflectApply(stringBytes, Buffer, [value, encoding]);
+        if (p.TypedArrayPrototypeGetLength(pattern) === 0) throw invalidArgValue("value", value);
+      }
+    } else if (p.ArrayBufferIsView(value)) {
+      if (viewByteLength(value) === 0) throw invalidArgValue("value", value);
+      pattern = asBuffer(bytesOf(value, 0, viewByteLength(value)));
+    } else {
+      pattern = +value;
+    }
+    return ReflectApply(fill, this, [pattern, offset, end]);
   });
 
   /** Node's answer for an empty needle (src/node_buffer.cc, IndexOfOffset). */
