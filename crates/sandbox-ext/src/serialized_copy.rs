@@ -41,7 +41,7 @@ struct Watch {
   active: bool,
   /// The serializer is writing its header: its next allocation is the buffer.
   finding: bool,
-  /// The buffer, once found (null before, and once released).
+  /// The buffer, once found (null before).
   buffer: *mut u8,
   /// The buffer's size, as last grown.
   size: usize,
@@ -110,11 +110,6 @@ impl SerializedCopy {
   /// The total a refused growth asked for, if one was refused.
   pub fn refused(&self) -> Option<usize> {
     WATCH.with(Cell::get).refused
-  }
-
-  /// The serializer has handed its buffer over (`release`): no longer followed.
-  pub fn released(&self) {
-    update(|watch| watch.buffer = std::ptr::null_mut());
   }
 }
 
@@ -267,15 +262,14 @@ mod tests {
   }
 
   #[test]
-  fn a_released_buffer_is_no_longer_watched() {
+  fn a_buffer_whose_watch_ended_grows_as_its_owner_likes() {
     let copy = SerializedCopy::watch(128);
     let buffer = make_buffer(&copy);
-    copy.released();
+    drop(copy);
     // Its owner now (a Vec, in the op) may grow it as it likes.
     // SAFETY: `buffer`, of 66 bytes.
     let grown = unsafe { realloc(buffer, bytes(66), 1 << 16) };
     assert!(!grown.is_null());
-    assert_eq!(copy.refused(), None);
     // SAFETY: `grown`, of 64 KiB.
     unsafe { dealloc(grown, bytes(1 << 16)) };
   }

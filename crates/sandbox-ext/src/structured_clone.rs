@@ -175,7 +175,7 @@ pub fn op_dsh_structured_clone<'s>(
     return Ok(v8::undefined(scope).into());
   }
   let bytes = serializer.release();
-  copy.released();
+  // The buffer is the bytes' now: no longer watched.
   drop(copy);
   // Held until the clone is read back, and the op returns.
   let _copy_held = hold_or_stop(scope, &*host, bytes.len())?;

@@ -114,7 +114,7 @@ function makeBuffer() {
 
   /** Node's validateInteger, from `min` to the largest safe integer. */
   function validateInteger(value, name, min, max = 9007199254740991) {
-    if (typeof value !== "number") throw errors.invalidArgType(name, "number", value);
+    errors.validateNumber(value, name);
     if (!NumberIsInteger(value)) throw errors.outOfRange(name, "an integer", value);
     if (value < min || value > max) throw errors.outOfRange(name, `>= ${min} && <= ${max}`, value);
   }
@@ -155,7 +155,7 @@ function makeBuffer() {
       if (isHex(encodingOrOffset)) value = hexPrefix(value);
       return ReflectApply(from, this, [value, decoding(encodingOrOffset)]);
     }
-    if (typeof value === "object" && value !== null && isAnyArrayBuffer(value)) return fromArrayBuffer(value, encodingOrOffset, length);
+    if (isAnyArrayBuffer(value)) return fromArrayBuffer(value, encodingOrOffset, length);
     if (typeof value === "object" && value !== null || typeof value === "function") {
       try {
         return ReflectApply(from, this, [value, encodingOrOffset, length]);
@@ -240,17 +240,10 @@ function makeBuffer() {
 
   /** Node's check of a size to allocate. */
   function checkSize(size) {
-    if (typeof size !== "number") throw errors.invalidArgType("size", "number", size);
+    errors.validateNumber(size, "size");
     if (!(size >= 0 && size <= 9007199254740991)) throw errors.outOfRange("size", ">= 0 && <= 9007199254740991", size);
   }
 
-  // As Node's: filled as fill fills, from 0 to the end.
-  patch(Buffer, "alloc", (alloc) => function (size, fill, encoding) {
-    checkSize(size);
-    const made = ReflectApply(alloc, this, [size]);
-    if (fill !== undefined && fill !== 0 && size > 0) ReflectApply(proto.fill, made, [fill, 0, made.length, encoding]);
-    return made;
-  });
   patch(Buffer, "allocUnsafe", (allocUnsafeOf) => function (size) {
     checkSize(size);
     return ReflectApply(allocUnsafeOf, this, [size]);
@@ -345,11 +338,11 @@ function makeBuffer() {
     else validateInteger(sourceEnd, "sourceEnd", 0, sourceLength);
     if (sourceStart >= sourceEnd) return targetStart >= targetEnd ? 0 : -1;
     if (targetStart >= targetEnd) return 1;
-    if (sourceStart > sourceLength) throw errors.nodeError(p.RangeError, "ERR_OUT_OF_RANGE", 'The value of "sourceStart" is out of range.');
-    if (targetStart > targetLength) throw errors.nodeError(p.RangeError, "ERR_OUT_OF_RANGE", 'The value of "targetStart" is out of range.');
+    // Both ranges now lie within their buffers (each end is checked
+    // against its length, each start is below its end).
     const sourceCount = sourceEnd - sourceStart;
     const targetCount = targetEnd - targetStart;
-    const count = MathMin(sourceCount, targetCount, sourceLength - sourceStart);
+    const count = MathMin(sourceCount, targetCount);
     for (let i = 0; i < count; i++) {
       const a = this[sourceStart + i];
       const b = target[targetStart + i];
@@ -366,9 +359,12 @@ function makeBuffer() {
     const integer = (value) => (NumberIsInteger(value) ? value : toInteger(value, 0));
     if (targetStart === undefined) targetStart = 0;
     else if ((targetStart = integer(targetStart)) < 0) throw errors.outOfRange("targetStart", ">= 0", targetStart);
-    if (sourceStart === undefined) sourceStart = 0;
-    else if ((sourceStart = integer(sourceStart)) < 0 || sourceStart > viewByteLength(this)) {
-      throw errors.outOfRange("sourceStart", `>= 0 && <= ${viewByteLength(this)}`, sourceStart);
+    if (sourceStart !== undefined) {
+      sourceStart = integer(sourceStart);
+      const sourceLength = viewByteLength(this);
+      if (sourceStart < 0 || sourceStart > sourceLength) throw errors.outOfRange("sourceStart", `>= 0 && <= ${sourceLength}`, sourceStart);
+    } else {
+      sourceStart = 0;
     }
     if (sourceEnd === undefined) sourceEnd = viewByteLength(this);
     else if ((sourceEnd = integer(sourceEnd)) < 0) throw errors.outOfRange("sourceEnd", ">= 0", sourceEnd);
@@ -470,6 +466,16 @@ function makeBuffer() {
     return ReflectApply(fill, this, [pattern, offset, end]);
   });
 
+  /** The fill above, whatever the program makes Buffer.prototype.fill. */
+  const fillAsNode = proto.fill;
+
+  // As Node's: filled as fill fills, from 0 to the end.
+  patch(Buffer, "alloc", (alloc) => function (size, fill, encoding) {
+    checkSize(size);
+    const made = ReflectApply(alloc, this, [size]);
+    if (fill !== undefined && fill !== 0 && size > 0) ReflectApply(fillAsNode, made, [fill, 0, made.length, encoding]);
+    return made;
+  });
   /** Node's answer for an empty needle (src/node_buffer.cc, IndexOfOffset). */
   function emptyNeedleAt(length, byteOffset, forward) {
     if (typeof byteOffset === "string") byteOffset = undefined;
