@@ -175,7 +175,8 @@ export interface NativeConfig {
   maxQueuedRuns: number
   /**
    * Isolates kept prepared from the snapshot on idle threads, so that a
-   * run arriving at an idle runtime starts at once. A reserve, kept by
+   * run arriving at an idle runtime starts at once, each warmed once the
+   * host is quiet (`isolatesWarmed`). A reserve, kept by
    * the first isolate host, which takes every run that finds no host less
    * busy: it does not grow with concurrency. While runs that call no tool
    * follow one another faster than the host makes isolates, it grows, up
@@ -357,6 +358,11 @@ export interface NativeStats {
    * freed memory returned to the OS included.
    */
   isolatesDisposed: number
+  /**
+   * Prepared isolates warmed before their run: the sandbox's own per-run
+   * code run once in them, off the run's path, once their host was quiet.
+   */
+  isolatesWarmed: number
   /**
    * Times freed memory was returned to the OS: after a run that held
    * 16 MiB or more outside V8's own mappings or was stopped at a memory

@@ -6,6 +6,7 @@
  * (a binding being called, a result, a stats() condition), never a sleep.
  */
 import os from 'node:os'
+import { format } from 'node:util'
 import { Context } from '@deepseek-ai/cordis'
 import { describe, expect, it } from 'vitest'
 import { mount, tools, until, V8CodeRuntime, type Mounted } from './helpers.js'
@@ -294,6 +295,21 @@ describe('stats()', () => {
     expect(stats).toMatchObject({ inFlight: 0, queued: 0, refused: 0 })
     // The timed-out run alone was charged its whole budget.
     expect(stats.cpuMs).toBeGreaterThanOrEqual(200)
+    await m.dispose()
+  })
+
+  it('counts the prepared isolates warmed once the runtime is quiet, each once; a run takes one as it would a fresh one', async () => {
+    const m: Mounted = await mount()
+    await until(() => m.runtime.stats().preparedIsolates === cores && m.runtime.stats().isolatesWarmed === cores)
+    // What warming ran (the bridge's encoder and decoder, the console's
+    // rendering), in a run on a warmed isolate: as Node renders it.
+    const argument = { query: 'q', n: [1, -0.5, 'x'], nested: { a: null, b: true } }
+    const result = await m.run("const r = await tools.echo(" + JSON.stringify(argument) + "); console.log('got', r, [r.n], 0.25); return r", {
+      bindings: tools({ echo: async (value: unknown) => value }),
+    })
+    expect(result).toEqual({ logs: [format('got', argument, [argument.n], 0.25)], value: argument })
+    // The isolate made after the run is warmed in turn.
+    await until(() => m.runtime.stats().isolatesWarmed === cores + 1)
     await m.dispose()
   })
 })

@@ -190,6 +190,11 @@ const codeModeReported = await alternate(CODE_MODE, sizes.rounds, Math.max(2, si
 stopReports()
 if (!(reported > 0)) throw new Error('no run report reached the listener')
 row('3c. code-mode run, run-report listener', 'p50', 'ms', medians(codeModeReported), true, 'v8 within noise of row 3')
+// The same with 20 ms of idle between runs, as an agent's runs come
+// between model turns: here the host is quiet before each run, and warms
+// the isolate the run will take (`isolatesWarmed`).
+const codeModeIdle = await alternate(CODE_MODE, sizes.rounds, Math.max(2, sizes.perRound / 2), 20)
+row('3d. code-mode shaped run, 20 ms idle between', 'p50', 'ms', medians(codeModeIdle), true)
 
 const busy = await mainThreadBusy(CODE_MODE, quick ? 100 : 400, 4)
 row('3b. harness main thread busy per run', 'median', 'ms', medians(busy), true, 'prev within 1.2x')

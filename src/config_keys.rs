@@ -457,7 +457,8 @@ config_keys! {
     default: DefaultValue::AvailableCores,
     doc: [
       "Isolates kept prepared from the snapshot on idle threads, so that a",
-      "run arriving at an idle runtime starts at once. A reserve, kept by",
+      "run arriving at an idle runtime starts at once, each warmed once the",
+      "host is quiet (`isolatesWarmed`). A reserve, kept by",
       "the first isolate host, which takes every run that finds no host less",
       "busy: it does not grow with concurrency. While runs that call no tool",
       "follow one another faster than the host makes isolates, it grows, up",

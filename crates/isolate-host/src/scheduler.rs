@@ -105,6 +105,9 @@ struct State {
   in_flight: usize,
   /// Threads idle with a prepared isolate, waiting for a ready run.
   idle: usize,
+  /// Of those, the threads whose isolate is not warmed yet
+  /// ([`PreparedIsolate::warm`]): they warm it once the host is quiet.
+  idle_unwarmed: usize,
   /// Threads preparing an isolate, which will then take a ready run.
   preparing: usize,
   /// Of those, the threads making the next isolate for the reserve right
@@ -125,6 +128,7 @@ struct State {
   /// CPU charged to the runs that finished.
   finished_cpu: Duration,
   isolates_disposed: u64,
+  isolates_warmed: u64,
   memory: MemoryReturn,
 }
 
@@ -218,6 +222,7 @@ impl Scheduler {
         ready: VecDeque::new(),
         in_flight: 0,
         idle: 0,
+        idle_unwarmed: 0,
         preparing: 0,
         refilling: 0,
         threads: 0,
@@ -229,6 +234,7 @@ impl Scheduler {
         shutdown: false,
         finished_cpu: Duration::ZERO,
         isolates_disposed: 0,
+        isolates_warmed: 0,
         memory: MemoryReturn::default(),
       }),
       work: Condvar::new(),
@@ -337,6 +343,7 @@ impl Scheduler {
       prepared_isolates: count(state.idle),
       cpu_ms: cpu.as_secs_f64() * 1000.0,
       isolates_disposed: state.isolates_disposed,
+      isolates_warmed: state.isolates_warmed,
       memory_returns: state.memory.returns,
     }
   }
@@ -458,6 +465,11 @@ impl Shared {
     if admitted {
       state.in_flight -= 1;
       state.reserve.active(Instant::now());
+      if state.in_flight == 0 && state.queue.is_empty() && state.idle_unwarmed > 0 {
+        // The host is quiet from now: the idle threads time its quiet
+        // spell, to warm their isolates (see `take_ready`).
+        self.work.notify_all();
+      }
     }
     let budget = &submission.job.budget;
     state.finished_cpu += budget.cpu_used();
@@ -485,9 +497,20 @@ impl Shared {
   }
 
   /// A thread about to look for work (the one calling, having prepared its
-  /// isolate for the reason given): take a ready run, or wait for one as
-  /// part of the reserve, or retire (None).
-  fn take_ready(&self, prepared: Preparing) -> Option<Accepted> {
+  /// isolate, or warmed it, for the reason given; `warmed`: whether its
+  /// isolate is): take a ready run, or wait for one as part of the
+  /// reserve, or warm its isolate first, or retire.
+  ///
+  /// An isolate is warmed ([`PreparedIsolate::warm`]) once the host has
+  /// been quiet (no run in flight or queued) for
+  /// [`QUIET_BEFORE_GROWN_REFILL`](crate::reserve::QUIET_BEFORE_GROWN_REFILL):
+  /// warming costs about what it spares the run, so while runs follow one
+  /// another it would only move that CPU onto the next run's path (trivial
+  /// runs back to back ~0.2 ms slower when every isolate was warmed as it
+  /// was made), where a host an agent's runs reach between model turns is
+  /// quiet most of the time. A run arriving while a thread warms waits for
+  /// it, as for a thread preparing: the warming is counted as preparing.
+  fn take_ready(&self, prepared: Preparing, warmed: bool) -> NextWork {
     let mut state = lock(&self.state);
     state.stop_preparing(prepared);
     loop {
@@ -496,16 +519,31 @@ impl Shared {
           // The reserve is short: the scheduler tops it up if it stays so.
           self.occupancy.doorbell.ring();
         }
-        return Some(accepted);
+        return NextWork::Run(accepted);
       }
       // Beyond the reserve a thread stays only for runs still queued: it
       // takes one as soon as it is admitted, with its isolate prepared.
       if state.shutdown || (state.idle >= state.reserve.size() && state.queue.is_empty()) {
-        return None;
+        return NextWork::Retire;
+      }
+      let quiet_in = if warmed {
+        None
+      } else {
+        state.reserve.quiet_in(state.in_flight == 0 && state.queue.is_empty(), Instant::now())
+      };
+      if quiet_in == Some(Duration::ZERO) {
+        state.start_preparing(Preparing::Warming);
+        return NextWork::Warm;
       }
       state.idle += 1;
-      state = self.work.wait(state).unwrap_or_else(std::sync::PoisonError::into_inner);
+      state.idle_unwarmed += usize::from(!warmed);
+      state = match quiet_in {
+        Some(left) => self.work.wait_timeout(state, left).map_or_else(|p| p.into_inner().0, |(state, _)| state),
+        // Woken when the host turns quiet (`finish`), if not before.
+        None => self.work.wait(state).unwrap_or_else(std::sync::PoisonError::into_inner),
+      };
       state.idle -= 1;
+      state.idle_unwarmed -= usize::from(!warmed);
     }
   }
 
@@ -582,6 +620,19 @@ enum Preparing {
   ForRuns,
   /// The next isolate of a thread whose run just ended, for the reserve.
   Refill,
+  /// Warming a prepared isolate, the host being quiet (see
+  /// [`Shared::take_ready`]).
+  Warming,
+}
+
+/// What a thread looking for work does next ([`Shared::take_ready`]).
+enum NextWork {
+  /// Run this.
+  Run(Accepted),
+  /// Warm its prepared isolate, then look again.
+  Warm,
+  /// Retire, dropping its isolate.
+  Retire,
 }
 
 impl State {
@@ -767,8 +818,9 @@ fn run_thread(shared: &Shared, id: usize) {
     Ok(runtime) => runtime,
     Err(error) => {
       // Without a runtime this thread can run nothing: fail the run it was
-      // made for (if it is still there) rather than leave it waiting.
-      if let Some(accepted) = shared.take_ready(Preparing::ForRuns) {
+      // made for (if it is still there) rather than leave it waiting. (It
+      // has no isolate to warm: it says it is warmed.)
+      if let NextWork::Run(accepted) = shared.take_ready(Preparing::ForRuns, true) {
         let output = substrate_failure(&shared.config, &format!("the run's thread could not start: {error}"));
         let (delivery, next) = shared.run_ended(accepted, output, ExecutionCost::default());
         if let Some(next) = next {
@@ -782,14 +834,33 @@ fn run_thread(shared: &Shared, id: usize) {
   let context = RunContext { config: &shared.config, bridge: &shared.bridge, events: &shared.events };
   let mut why = Preparing::ForRuns;
   loop {
-    let prepared = {
+    let mut prepared = {
       let _entered = runtime.enter();
       PreparedIsolate::new(&shared.config)
     };
-    let Some(accepted) = shared.take_ready(why) else {
-      let _entered = runtime.enter();
-      drop(prepared);
-      return shared.retire(id);
+    // An isolate that could not be made has nothing to warm.
+    let mut warmed = prepared.is_err();
+    let accepted = loop {
+      match shared.take_ready(why, warmed) {
+        NextWork::Run(accepted) => break accepted,
+        NextWork::Warm => {
+          if let Ok(isolate) = &mut prepared {
+            let _entered = runtime.enter();
+            if isolate.warm() {
+              lock(&shared.state).isolates_warmed += 1;
+            }
+          }
+          // Once, whatever came of it: an isolate warming failed in runs
+          // programs as well as one never warmed.
+          warmed = true;
+          why = Preparing::Warming;
+        }
+        NextWork::Retire => {
+          let _entered = runtime.enter();
+          drop(prepared);
+          return shared.retire(id);
+        }
+      }
     };
     let (output, cost, spent) = match prepared {
       Ok(isolate) => {
@@ -941,6 +1012,42 @@ mod tests {
       assert!(net.elapsed() < Duration::from_secs(60), "never: {what}");
       std::thread::sleep(Duration::from_millis(1));
     }
+  }
+
+  /// A quiet host warms each prepared isolate once, and a run takes a
+  /// warmed isolate as it would a fresh one; the isolate made after the
+  /// run is warmed in turn, once the host is quiet again.
+  #[test]
+  fn a_quiet_host_warms_each_prepared_isolate_once() {
+    platform::ensure_initialized().expect("V8 initialises");
+    let runs = Arc::new(LiveRuns::default());
+    let bridge = Arc::new(Bridge::new(runs.clone()));
+    let config = RuntimeConfig { prepared_isolates: 1, ..config() };
+    let scheduler = Scheduler::start(config, runs, bridge, Arc::new(Unobserved)).expect("the scheduler starts");
+    until("the reserve is prepared and warmed", || {
+      let stats = scheduler.stats();
+      stats.prepared_isolates == 1 && stats.isolates_warmed == 1
+    });
+    let (send, receive) = std::sync::mpsc::channel();
+    let job = RunJob {
+      run_id: 1,
+      seed: [0; 4],
+      recorded: None,
+      // What warming ran (the encoder, the console's rendering), in the run.
+      program: "console.log({ seen: 40 }, [1, 'x']); return { a: [1, 'x', null], b: { c: 0.5 } }".into(),
+      bindings: BindingsDescriptor::parse(r#"{"namespaces":[]}"#).expect("an empty descriptor"),
+      budget: scheduler.new_budget(wall()),
+    };
+    assert!(scheduler.submit(Submission { job, deliver: completion_to(send) }).is_ok());
+    match receive.recv_timeout(Duration::from_secs(60)) {
+      Ok(Completion::Value(value)) => assert_eq!(value, r#"{"a":[1,"x",null],"b":{"c":0.5}}"#),
+      other => panic!("the run failed: {other:?}"),
+    }
+    until("the next isolate is prepared and warmed", || {
+      let stats = scheduler.stats();
+      stats.prepared_isolates == 1 && stats.isolates_warmed == 2
+    });
+    scheduler.shutdown();
   }
 
   /// A run submitted while the thread that ran the one before it (which

@@ -467,6 +467,9 @@ macro_rules! host_stats {
         #[doc = " first; its isolate counts here once its thread is done with it,"]
         #[doc = " freed memory returned to the OS included."]
         isolates_disposed: u64,
+        #[doc = " Prepared isolates warmed before their run: the sandbox's own per-run"]
+        #[doc = " code run once in them, off the run's path, once their host was quiet."]
+        isolates_warmed: u64,
         #[doc = " Times freed memory was returned to the OS: after a run that held"]
         #[doc = " 16 MiB or more outside V8's own mappings or was stopped at a memory"]
         #[doc = " cap, and once the runtime has been idle for 250 ms after other runs."]
@@ -1315,9 +1318,15 @@ mod tests {
     round_trip_from_host(FromHost::Stats { seq: 1, stats });
     let mut sum = stats;
     sum.add(&stats);
-    assert_eq!((sum.queued, sum.prepared_isolates, sum.cpu_ms, sum.memory_returns), (2, 16, 18.0, 22));
+    assert_eq!(
+      (sum.queued, sum.prepared_isolates, sum.cpu_ms, sum.isolates_warmed, sum.memory_returns),
+      (2, 16, 18.0, 22, 24)
+    );
     let totals = stats.totals();
-    assert_eq!(totals, HostStats { cpu_ms: 9.0, isolates_disposed: 10, memory_returns: 11, ..HostStats::default() });
+    assert_eq!(
+      totals,
+      HostStats { cpu_ms: 9.0, isolates_disposed: 10, isolates_warmed: 11, memory_returns: 12, ..HostStats::default() }
+    );
     let mut saturated = HostStats { queued: u32::MAX, isolates_disposed: u64::MAX, ..HostStats::default() };
     saturated.add(&stats);
     assert_eq!((saturated.queued, saturated.isolates_disposed), (u32::MAX, u64::MAX));
