@@ -359,8 +359,9 @@ export interface NativeStats {
    */
   isolatesDisposed: number
   /**
-   * Prepared isolates warmed before their run: the sandbox's own per-run
-   * code run once in them, off the run's path, once their host was quiet.
+   * Prepared isolates warmed: the sandbox's own per-run code run once in
+   * them, off a run's path, once their host had been quiet for 2 ms (one
+   * at a time, up to the reserve's size at rest).
    */
   isolatesWarmed: number
   /**

@@ -6,10 +6,9 @@
  * (a binding being called, a result, a stats() condition), never a sleep.
  */
 import os from 'node:os'
-import { format } from 'node:util'
 import { Context } from '@deepseek-ai/cordis'
 import { describe, expect, it } from 'vitest'
-import { mount, tools, until, V8CodeRuntime, type Mounted } from './helpers.js'
+import { mount, mountReference, tools, until, V8CodeRuntime, type Mounted } from './helpers.js'
 
 /** A binding whose calls the test answers when it chooses. */
 function gate() {
@@ -298,18 +297,31 @@ describe('stats()', () => {
     await m.dispose()
   })
 
-  it('counts the prepared isolates warmed once the runtime is quiet, each once; a run takes one as it would a fresh one', async () => {
+  it('warms the prepared isolates once the runtime is quiet; a run takes one as it would a fresh one', async () => {
     const m: Mounted = await mount()
-    await until(() => m.runtime.stats().preparedIsolates === cores && m.runtime.stats().isolatesWarmed === cores)
-    // What warming ran (the bridge's encoder and decoder, the console's
-    // rendering), in a run on a warmed isolate: as Node renders it.
-    const argument = { query: 'q', n: [1, -0.5, 'x'], nested: { a: null, b: true } }
-    const result = await m.run("const r = await tools.echo(" + JSON.stringify(argument) + "); console.log('got', r, [r.n], 0.25); return r", {
-      bindings: tools({ echo: async (value: unknown) => value }),
-    })
-    expect(result).toEqual({ logs: [format('got', argument, [argument.n], 0.25)], value: argument })
-    // The isolate made after the run is warmed in turn.
-    await until(() => m.runtime.stats().isolatesWarmed === cores + 1)
-    await m.dispose()
+    const reference = await mountReference()
+    try {
+      await until(() => m.runtime.stats().preparedIsolates === cores && m.runtime.stats().isolatesWarmed >= cores)
+      const { isolatesWarmed: warmed, hostRestarts } = m.runtime.stats()
+      // What warming ran (the bridge's encoder and decoder, the console's
+      // rendering), in a run on a warmed isolate, as the reference runs it;
+      // and the realm's last match as a run starts, which warming's own
+      // matches must not leave behind.
+      const program =
+        "const last = [RegExp.input, RegExp.lastMatch, RegExp.leftContext, RegExp.rightContext, RegExp.lastParen, RegExp.$1]\n" +
+        "const r = await tools.echo({ query: 'q', n: [1, -0.5, 'x'], nested: { a: null, b: true } })\n" +
+        "console.log('got', r, [r.n], 0.25)\n" +
+        'return { last, r }'
+      const bindings = () => tools({ echo: async (value: unknown) => value })
+      const expected = await reference.run(program, { bindings: bindings() })
+      expect(expected.value).toMatchObject({ last: ['', '', '', '', '', ''] })
+      expect(await m.run(program, { bindings: bindings() })).toEqual(expected)
+      // The isolate made after the run is warmed in turn.
+      await until(() => m.runtime.stats().isolatesWarmed > warmed)
+      expect(m.runtime.stats().hostRestarts).toBe(hostRestarts)
+    } finally {
+      await reference.dispose()
+      await m.dispose()
+    }
   })
 })

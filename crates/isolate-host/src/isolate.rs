@@ -237,7 +237,8 @@ impl PreparedIsolate {
   /// this isolate finds it as a second run would: a fresh isolate pays
   /// for that code's first runs (~0.3 ms of a Code Mode shaped run's CPU)
   /// inside the run. Costs about as much here, so the scheduler calls it
-  /// only on a quiet host. Nothing a program can reach changes. Returns
+  /// only on a quiet host. What a program could see of it (the realm's
+  /// last match) each run's `install` undoes. Returns
   /// whether the warming code ran to its end: a throw (there is none to
   /// expect: the values are the sandbox's own) leaves the isolate as it
   /// was made, which runs programs as well, and is caught here.

@@ -49,8 +49,9 @@ pub const REFILLED_AT_ONCE: usize = 2;
 
 /// How long a host is quiet (no run in flight or queued) before the
 /// isolates of a grown reserve beyond [`REFILLED_AT_ONCE`] times its base
-/// are made. Runs one after another leave it idle for a few tens of
-/// microseconds between them.
+/// are made, and before its prepared isolates are warmed (`scheduler.rs`).
+/// Runs one after another leave it idle for a few tens of microseconds
+/// between them.
 pub const QUIET_BEFORE_GROWN_REFILL: Duration = Duration::from_millis(2);
 
 #[derive(Debug)]
@@ -83,6 +84,11 @@ impl Reserve {
   /// How many prepared isolates the host keeps now.
   pub fn size(&self) -> usize {
     self.size
+  }
+
+  /// How many it keeps at rest: its share of `preparedIsolates`.
+  pub fn base(&self) -> usize {
+    self.base
   }
 
   /// How many of its isolates are made again as they are taken: up to

@@ -108,7 +108,13 @@ struct State {
   /// Of those, the threads whose isolate is not warmed yet
   /// ([`PreparedIsolate::warm`]): they warm it once the host is quiet.
   idle_unwarmed: usize,
-  /// Threads preparing an isolate, which will then take a ready run.
+  /// The scheduler thread let one of those warm its isolate; the first to
+  /// see it takes it (see [`Shared::take_ready`]).
+  warm_ticket: bool,
+  /// A thread is warming its isolate (one at a time).
+  warming: bool,
+  /// Threads preparing an isolate (or warming one), which will then take a
+  /// ready run.
   preparing: usize,
   /// Of those, the threads making the next isolate for the reserve right
   /// after their run ended: a run that waits for one came right after it.
@@ -223,6 +229,8 @@ impl Scheduler {
         in_flight: 0,
         idle: 0,
         idle_unwarmed: 0,
+        warm_ticket: false,
+        warming: false,
         preparing: 0,
         refilling: 0,
         threads: 0,
@@ -424,8 +432,9 @@ impl Shared {
       accepted.submission.job.budget.admit();
       accepted.admitted = true;
       state.in_flight += 1;
-      if state.idle <= state.ready.len() {
-        // No prepared isolate is free for this run: it waits for one.
+      if state.idle + usize::from(state.warming) <= state.ready.len() {
+        // No prepared isolate is free for this run (one being warmed
+        // will be in a moment): it waits for one.
         let (in_flight, refilling) = (state.in_flight, state.refilling);
         state.reserve_grew |= state.reserve.run_waited(in_flight, refilling);
       }
@@ -434,6 +443,7 @@ impl Shared {
     }
     if admitted > 0 {
       state.reserve.active(Instant::now());
+      state.warm_ticket = false;
     }
     self.occupancy.queued.store(state.queue.len(), Ordering::Release);
     if state.queue.is_empty() && state.idle > state.reserve.size() {
@@ -465,11 +475,6 @@ impl Shared {
     if admitted {
       state.in_flight -= 1;
       state.reserve.active(Instant::now());
-      if state.in_flight == 0 && state.queue.is_empty() && state.idle_unwarmed > 0 {
-        // The host is quiet from now: the idle threads time its quiet
-        // spell, to warm their isolates (see `take_ready`).
-        self.work.notify_all();
-      }
     }
     let budget = &submission.job.budget;
     state.finished_cpu += budget.cpu_used();
@@ -501,18 +506,30 @@ impl Shared {
   /// isolate is): take a ready run, or wait for one as part of the
   /// reserve, or warm its isolate first, or retire.
   ///
-  /// An isolate is warmed ([`PreparedIsolate::warm`]) once the host has
-  /// been quiet (no run in flight or queued) for
-  /// [`QUIET_BEFORE_GROWN_REFILL`](crate::reserve::QUIET_BEFORE_GROWN_REFILL):
-  /// warming costs about what it spares the run, so while runs follow one
-  /// another it would only move that CPU onto the next run's path (trivial
-  /// runs back to back ~0.2 ms slower when every isolate was warmed as it
-  /// was made), where a host an agent's runs reach between model turns is
-  /// quiet most of the time. A run arriving while a thread warms waits for
-  /// it, as for a thread preparing: the warming is counted as preparing.
+  /// An idle thread warms its isolate ([`PreparedIsolate::warm`]) when the
+  /// scheduler thread lets it: once the host has been quiet (no run in
+  /// flight or queued) for
+  /// [`QUIET_BEFORE_GROWN_REFILL`](crate::reserve::QUIET_BEFORE_GROWN_REFILL),
+  /// one thread at a time, and only for the reserve's base (the isolates
+  /// beyond it retire after a quiet second). Warming costs about what it
+  /// spares the run, so while runs follow one another it would only move
+  /// that CPU onto the next run's path (trivial runs back to back ~0.2 ms
+  /// slower when every isolate was warmed as it was made), where a host
+  /// an agent's runs reach between model turns is quiet most of the time.
+  /// One at a time, so that a run arriving meanwhile finds the other
+  /// prepared isolates free; a run that finds none waits for the warming
+  /// thread, as for a thread preparing.
   fn take_ready(&self, prepared: Preparing, warmed: bool) -> NextWork {
     let mut state = lock(&self.state);
     state.stop_preparing(prepared);
+    if prepared == Preparing::Warming {
+      state.warming = false;
+      if state.idle_unwarmed > 0 {
+        // The scheduler lets the next one warm.
+        self.occupancy.doorbell.ring();
+      }
+    }
+    let mut announced = false;
     loop {
       if let Some(accepted) = state.ready.pop_front() {
         if state.idle + state.preparing < state.reserve.size() {
@@ -526,24 +543,50 @@ impl Shared {
       if state.shutdown || (state.idle >= state.reserve.size() && state.queue.is_empty()) {
         return NextWork::Retire;
       }
-      let quiet_in = if warmed {
-        None
-      } else {
-        state.reserve.quiet_in(state.in_flight == 0 && state.queue.is_empty(), Instant::now())
-      };
-      if quiet_in == Some(Duration::ZERO) {
+      let quiet = state.in_flight == 0 && state.queue.is_empty();
+      if !warmed && state.warm_ticket && quiet {
+        state.warm_ticket = false;
+        state.warming = true;
         state.start_preparing(Preparing::Warming);
         return NextWork::Warm;
       }
+      if !warmed && quiet && !announced {
+        // The scheduler times the quiet spell after which it may warm.
+        announced = true;
+        self.occupancy.doorbell.ring();
+      }
       state.idle += 1;
       state.idle_unwarmed += usize::from(!warmed);
-      state = match quiet_in {
-        Some(left) => self.work.wait_timeout(state, left).map_or_else(|p| p.into_inner().0, |(state, _)| state),
-        // Woken when the host turns quiet (`finish`), if not before.
-        None => self.work.wait(state).unwrap_or_else(std::sync::PoisonError::into_inner),
-      };
+      state = self.work.wait(state).unwrap_or_else(std::sync::PoisonError::into_inner);
       state.idle -= 1;
       state.idle_unwarmed -= usize::from(!warmed);
+    }
+  }
+
+  /// Whether an idle thread may warm its isolate now, or when to look
+  /// again (see [`Shared::take_ready`]); `idle`: no run in flight or queued.
+  fn warm_when_quiet(&self, state: &mut State, idle: bool) -> Option<Duration> {
+    if !idle {
+      state.warm_ticket = false;
+      return None;
+    }
+    let warmed_idle = state.idle - state.idle_unwarmed;
+    if state.shutdown
+      || state.warming
+      || state.warm_ticket
+      || state.idle_unwarmed == 0
+      || warmed_idle >= state.reserve.base()
+    {
+      return None;
+    }
+    match state.reserve.quiet_in(idle, Instant::now()) {
+      Some(Duration::ZERO) => {
+        state.warm_ticket = true;
+        // Every idle thread looks; the first unwarmed one takes it.
+        self.work.notify_all();
+        None
+      }
+      left => left,
     }
   }
 
@@ -716,6 +759,9 @@ fn schedule_loop(shared: &Arc<Shared>) {
         // Not idle: looked at again when a run ends (its thread rings).
         None => {}
       }
+    }
+    if let Some(left) = shared.warm_when_quiet(&mut state, idle) {
+      recheck = sooner(recheck, left);
     }
     let spawn = shared.plan_threads(&mut state, for_ready + for_reserve);
     match state.reserve.when_idle(idle, Instant::now()) {
@@ -1014,38 +1060,49 @@ mod tests {
     }
   }
 
-  /// A quiet host warms each prepared isolate once, and a run takes a
-  /// warmed isolate as it would a fresh one; the isolate made after the
-  /// run is warmed in turn, once the host is quiet again.
+  /// A quiet host warms each prepared isolate once, one at a time, and a
+  /// run takes a warmed isolate as it would a fresh one: what warming ran
+  /// (the encoder, the console's rendering) gives the run's own results,
+  /// and the realm's last match is the empty one, not warming's. The
+  /// isolate made after the run is warmed in turn, once the host is quiet
+  /// again.
   #[test]
   fn a_quiet_host_warms_each_prepared_isolate_once() {
     platform::ensure_initialized().expect("V8 initialises");
     let runs = Arc::new(LiveRuns::default());
     let bridge = Arc::new(Bridge::new(runs.clone()));
-    let config = RuntimeConfig { prepared_isolates: 1, ..config() };
+    let config = RuntimeConfig { prepared_isolates: 2, ..config() };
     let scheduler = Scheduler::start(config, runs, bridge, Arc::new(Unobserved)).expect("the scheduler starts");
     until("the reserve is prepared and warmed", || {
       let stats = scheduler.stats();
-      stats.prepared_isolates == 1 && stats.isolates_warmed == 1
+      stats.prepared_isolates == 2 && stats.isolates_warmed == 2
     });
     let (send, receive) = std::sync::mpsc::channel();
     let job = RunJob {
       run_id: 1,
       seed: [0; 4],
       recorded: None,
-      // What warming ran (the encoder, the console's rendering), in the run.
-      program: "console.log({ seen: 40 }, [1, 'x']); return { a: [1, 'x', null], b: { c: 0.5 } }".into(),
+      program: "const last = [RegExp.input, RegExp.lastMatch, RegExp.leftContext]\n\
+                console.log({ seen: 40 }, [1, 'x'])\n\
+                return { last, a: [1, 'x', null], b: { c: 0.5 } }"
+        .into(),
       bindings: BindingsDescriptor::parse(r#"{"namespaces":[]}"#).expect("an empty descriptor"),
       budget: scheduler.new_budget(wall()),
     };
-    assert!(scheduler.submit(Submission { job, deliver: completion_to(send) }).is_ok());
-    match receive.recv_timeout(Duration::from_secs(60)) {
-      Ok(Completion::Value(value)) => assert_eq!(value, r#"{"a":[1,"x",null],"b":{"c":0.5}}"#),
+    let deliver: Deliver = Box::new(move |output: Output, _| {
+      let _ = send.send(output);
+    });
+    assert!(scheduler.submit(Submission { job, deliver }).is_ok());
+    let output = receive.recv_timeout(Duration::from_secs(60)).expect("the run ends");
+    let logs: Vec<String> = output.logs.iter().map(String::from_utf16_lossy).collect();
+    assert_eq!(logs, ["{ seen: 40 } [ 1, 'x' ]"]);
+    match output.completion {
+      Completion::Value(value) => assert_eq!(value, r#"{"last":["","",""],"a":[1,"x",null],"b":{"c":0.5}}"#),
       other => panic!("the run failed: {other:?}"),
     }
     until("the next isolate is prepared and warmed", || {
       let stats = scheduler.stats();
-      stats.prepared_isolates == 1 && stats.isolates_warmed == 2
+      stats.prepared_isolates == 2 && stats.isolates_warmed == 3
     });
     scheduler.shutdown();
   }

@@ -467,8 +467,9 @@ macro_rules! host_stats {
         #[doc = " first; its isolate counts here once its thread is done with it,"]
         #[doc = " freed memory returned to the OS included."]
         isolates_disposed: u64,
-        #[doc = " Prepared isolates warmed before their run: the sandbox's own per-run"]
-        #[doc = " code run once in them, off the run's path, once their host was quiet."]
+        #[doc = " Prepared isolates warmed: the sandbox's own per-run code run once in"]
+        #[doc = " them, off a run's path, once their host had been quiet for 2 ms (one"]
+        #[doc = " at a time, up to the reserve's size at rest)."]
         isolates_warmed: u64,
         #[doc = " Times freed memory was returned to the OS: after a run that held"]
         #[doc = " 16 MiB or more outside V8's own mappings or was stopped at a memory"]

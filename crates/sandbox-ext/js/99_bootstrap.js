@@ -322,6 +322,8 @@
    * (`installBindings`), then the console.
    */
   let failure;
+  /** Matches "" at 0: see install. */
+  const EMPTY_PATTERN = new p.RegExp("(?:)");
   function install(descriptor) {
     const parameters = installBindings(descriptor);
     timers.holdCallbacks();
@@ -331,6 +333,11 @@
       return true;
     });
     core.setHandledPromiseRejectionHandler(() => {});
+    // The realm's last match (RegExp.input, lastMatch, $1, ...) is the
+    // program's to read: whatever the sandbox's own code matched before the
+    // run (the bootstrap, `warm` on a quiet host) must not show through,
+    // so every run starts from an empty match, as the reference's do.
+    p.RegExpPrototypeExec(EMPTY_PATTERN, "");
     // The last parameter: the console, as the reference hands its own.
     p.ArrayPrototypePush(parameters, programConsole);
     return parameters;
@@ -382,9 +389,9 @@
    * regular expressions compiled, the maps of the values it makes, the
    * feedback vectors. None of it survives into the snapshot (V8 drops
    * feedback and resets functions when it writes one), so it is done per
-   * isolate, off the run's path. Touches nothing a program can reach: the
-   * values are made here and dropped, and these functions keep no state
-   * between calls.
+   * isolate, off the run's path. What a program could see of it is undone
+   * before each run: the realm's last match (see install); the values are
+   * made here and dropped, and these functions keep no state between calls.
    */
   function warm() {
     const args = { query: "warm", limit: 8, filters: { lang: "en", tags: ["a", "b"], since: "2026-01-01" } };
