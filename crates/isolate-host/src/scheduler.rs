@@ -475,6 +475,11 @@ impl Shared {
     if admitted {
       state.in_flight -= 1;
       state.reserve.active(Instant::now());
+      if state.in_flight == 0 && state.queue.is_empty() && state.idle_unwarmed > 0 {
+        // The host is quiet from now: the scheduler times the spell after
+        // which an idle thread may warm its isolate (see `take_ready`).
+        self.occupancy.doorbell.ring();
+      }
     }
     let budget = &submission.job.budget;
     state.finished_cpu += budget.cpu_used();
@@ -518,7 +523,9 @@ impl Shared {
   /// an agent's runs reach between model turns is quiet most of the time.
   /// One at a time, so that a run arriving meanwhile finds the other
   /// prepared isolates free; a run that finds none waits for the warming
-  /// thread, as for a thread preparing.
+  /// thread, as for a thread preparing. The scheduler is rung when the
+  /// host turns quiet with an unwarmed thread idle (`finish`), when an
+  /// unwarmed thread goes idle on a quiet host, and when a warm ends.
   fn take_ready(&self, prepared: Preparing, warmed: bool) -> NextWork {
     let mut state = lock(&self.state);
     state.stop_preparing(prepared);
@@ -539,8 +546,12 @@ impl Shared {
         return NextWork::Run(accepted);
       }
       // Beyond the reserve a thread stays only for runs still queued: it
-      // takes one as soon as it is admitted, with its isolate prepared.
-      if state.shutdown || (state.idle >= state.reserve.size() && state.queue.is_empty()) {
+      // takes one as soon as it is admitted, with its isolate prepared. A
+      // warmed isolate is kept over an unwarmed one: while one of those is
+      // idle beside it, that one retires instead (every idle thread looks
+      // when the reserve shrinks).
+      let beyond = state.idle >= state.reserve.size() && state.queue.is_empty();
+      if state.shutdown || (beyond && (!warmed || state.idle_unwarmed == 0)) {
         return NextWork::Retire;
       }
       let quiet = state.in_flight == 0 && state.queue.is_empty();

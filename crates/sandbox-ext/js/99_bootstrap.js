@@ -333,10 +333,13 @@
       return true;
     });
     core.setHandledPromiseRejectionHandler(() => {});
-    // The realm's last match (RegExp.input, lastMatch, $1, ...) is the
-    // program's to read: whatever the sandbox's own code matched before the
-    // run (the bootstrap, `warm` on a quiet host) must not show through,
-    // so every run starts from an empty match, as the reference's do.
+    // The realm's last match (RegExp.input, lastMatch, $1, ...) as a run
+    // starts: whatever the sandbox's own code matched before it (the
+    // bootstrap, `warm` on a quiet host) must not show through, so every
+    // run starts from an empty match, as the reference's do. (During the
+    // run the sandbox's own matches do show: the console's rendering, as
+    // Node's does, and the bridge's checks of a reply or a long argument
+    // that looks as if it may hold -0, an overflowed number or an escape.)
     p.RegExpPrototypeExec(EMPTY_PATTERN, "");
     // The last parameter: the console, as the reference hands its own.
     p.ArrayPrototypePush(parameters, programConsole);
@@ -389,9 +392,10 @@
    * regular expressions compiled, the maps of the values it makes, the
    * feedback vectors. None of it survives into the snapshot (V8 drops
    * feedback and resets functions when it writes one), so it is done per
-   * isolate, off the run's path. What a program could see of it is undone
+   * isolate, off the run's path. What a program could read of it is undone
    * before each run: the realm's last match (see install); the values are
-   * made here and dropped, and these functions keep no state between calls.
+   * made here and dropped, and these functions keep no state between calls
+   * (the heap holds ~160 KiB more, which only a reading of its size shows).
    */
   function warm() {
     const args = { query: "warm", limit: 8, filters: { lang: "en", tags: ["a", "b"], since: "2026-01-01" } };
