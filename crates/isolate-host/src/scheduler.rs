@@ -1061,6 +1061,16 @@ mod tests {
     scheduler.shutdown();
   }
 
+  /// A scheduler of the test config with a reserve of `prepared` isolates,
+  /// its runs observed by nobody.
+  fn with_reserve(prepared: usize) -> Scheduler {
+    platform::ensure_initialized().expect("V8 initialises");
+    let runs = Arc::new(LiveRuns::default());
+    let bridge = Arc::new(Bridge::new(runs.clone()));
+    let config = RuntimeConfig { prepared_isolates: prepared, ..config() };
+    Scheduler::start(config, runs, bridge, Arc::new(Unobserved)).expect("the scheduler starts")
+  }
+
   /// Waits until `done` holds, looking every millisecond; the net is far
   /// above what any wait here takes, and a miss fails the test.
   fn until(what: &str, done: impl Fn() -> bool) {
@@ -1079,11 +1089,7 @@ mod tests {
   /// again.
   #[test]
   fn a_quiet_host_warms_each_prepared_isolate_once() {
-    platform::ensure_initialized().expect("V8 initialises");
-    let runs = Arc::new(LiveRuns::default());
-    let bridge = Arc::new(Bridge::new(runs.clone()));
-    let config = RuntimeConfig { prepared_isolates: 2, ..config() };
-    let scheduler = Scheduler::start(config, runs, bridge, Arc::new(Unobserved)).expect("the scheduler starts");
+    let scheduler = with_reserve(2);
     until("the reserve is prepared and warmed", || {
       let stats = scheduler.stats();
       stats.prepared_isolates == 2 && stats.isolates_warmed == 2
@@ -1126,12 +1132,7 @@ mod tests {
   /// thread retired with its isolate.
   #[test]
   fn runs_back_to_back_grow_the_reserve_and_an_idle_spell_shrinks_it() {
-    platform::ensure_initialized().expect("V8 initialises");
-    let runs = Arc::new(LiveRuns::default());
-    let bridge = Arc::new(Bridge::new(runs.clone()));
-    let config = RuntimeConfig { prepared_isolates: 1, ..config() };
-    let scheduler =
-      Arc::new(Scheduler::start(config, runs, bridge, Arc::new(Unobserved)).expect("the scheduler starts"));
+    let scheduler = Arc::new(with_reserve(1));
     let job = |run_id: u32| RunJob {
       run_id,
       seed: [0; 4],
