@@ -536,7 +536,7 @@ impl Shared {
         self.occupancy.doorbell.ring();
       }
     }
-    let mut announced = false;
+    let (mut announced, mut nudged) = (false, false);
     loop {
       if let Some(accepted) = state.ready.pop_front() {
         if state.idle + state.preparing < state.reserve.size() {
@@ -553,6 +553,11 @@ impl Shared {
       let beyond = state.idle >= state.reserve.size() && state.queue.is_empty();
       if state.shutdown || (beyond && (!warmed || state.idle_unwarmed == 0)) {
         return NextWork::Retire;
+      }
+      if beyond && !nudged {
+        // Stays in the place of an unwarmed one, which must look again.
+        nudged = true;
+        self.work.notify_all();
       }
       let quiet = state.in_flight == 0 && state.queue.is_empty();
       if !warmed && state.warm_ticket && quiet {
