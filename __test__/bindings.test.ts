@@ -712,17 +712,19 @@ describe('long string arguments (they cross beside the JSON)', () => {
     }
   })
 
-  it('indexOf with a Uint8Array, copyBytesFrom, from(string) and alloc with a fill do not go through the members of Buffer a program replaced, as Node\'s do not', async () => {
+  it('Buffer\'s methods (the package\'s and the sandbox\'s: indexOf, copyBytesFrom, from, alloc with a fill, toString, byteLength) do not go through the members of Buffer a program replaced, as Node\'s do not', async () => {
     const program = `const from = Buffer.from
       const alloc = Buffer.alloc
+      const isBuffer = Buffer.isBuffer
       const made = from('abc')
-      Buffer.from = Buffer.alloc = Buffer.allocUnsafe = Buffer.prototype.fill = null
+      Buffer.from = Buffer.alloc = Buffer.allocUnsafe = Buffer.prototype.fill = Buffer.isEncoding = Buffer.isBuffer = Buffer.prototype.slice = null
       return [made.indexOf(new Uint8Array([98, 99])), made.includes(new Uint8Array([])), from('héllo', 'latin1').length, from('héllo').length,
-        Buffer.isBuffer(Buffer.copyBytesFrom(new Uint16Array([1, 2]), 1)), Buffer.copyBytesFrom(new Uint8Array([9, 8]), 1).toString('hex'), alloc(3, 'ab').toString()]`
+        isBuffer(Buffer.copyBytesFrom(new Uint16Array([1, 2]), 1)), Buffer.copyBytesFrom(new Uint8Array([9, 8]), 1).toString('hex'), alloc(3, 'ab').toString(),
+        made.indexOf('b'), made.toString('hex'), alloc(2, '6162', 'hex').toString(), Buffer.byteLength('abcd', 'hex'), from('6162', 'hex').toString()]`
     const reference = await mountReference()
     try {
       const expected = await reference.run(program)
-      expect(expected).toEqual({ logs: [], value: [1, true, 5, 6, true, '08', 'aba'] })
+      expect(expected).toEqual({ logs: [], value: [1, true, 5, 6, true, '08', 'aba', 1, '616263', 'ab', 2, 'ab'] })
       expect(await m.run(program)).toEqual(expected)
     } finally {
       await reference.dispose()

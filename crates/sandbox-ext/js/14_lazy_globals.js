@@ -25,7 +25,8 @@
 //
 // Takes: primordials, native (ops, protocol), api (defineGlobal),
 // memoryCaps (sharedArrayBuffer). Provides lazyGlobals: { lazyModule,
-// packageIntrinsics, load(module), followNodeLine(host, engine) }.
+// packageIntrinsics, keepMembers(object), load(module),
+// followNodeLine(host, engine) }.
 "use strict";
 
 ((globalThis) => {
@@ -74,7 +75,9 @@
   // except that where the lookup reaches a built-in (a standard global, or
   // a prototype of one), it reads the member as it was before any program
   // ran (primordials.intrinsicMembers). A member of the package's own
-  // objects (Buffer.prototype.slice) is read as it is.
+  // objects (Buffer.prototype.slice) is read as it was made, once the
+  // module that made them keeps them (`keepMembers`), as Node's own
+  // functions never read what a program put in Buffer's place.
   const { intrinsicMembers, MapPrototypeGet, ReflectGetPrototypeOf, ReflectApply } = p;
   const PRIMITIVE_PROTOTYPES = {
     __proto__: null,
@@ -120,6 +123,21 @@
   }
   const packageIntrinsics = p.ObjectFreeze({ __proto__: null, globals, $get, $call });
 
+  /**
+   * Keep `object`'s own methods as they are now, for `$get`: what a lazy
+   * module made (Buffer, with its prototype) is read by the package as
+   * made, whatever the program does to it later.
+   */
+  function keepMembers(object) {
+    const members = { __proto__: null };
+    const keys = p.ReflectOwnKeys(object);
+    for (let i = 0; i < keys.length; i++) {
+      const descriptor = p.ObjectGetOwnPropertyDescriptor(object, keys[i]);
+      if (typeof descriptor.value === "function") members[keys[i]] = descriptor.value;
+    }
+    p.MapPrototypeSet(intrinsicMembers, object, members);
+  }
+
   // The host's facts, for the modules: they load after seal().
   let host;
   let engine;
@@ -160,6 +178,7 @@
     __proto__: null,
     lazyModule,
     packageIntrinsics,
+    keepMembers,
     load,
     followNodeLine(facts, engineFacts) {
       host = facts;

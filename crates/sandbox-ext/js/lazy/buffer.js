@@ -15,7 +15,7 @@
 // ~100 functions stay out of every isolate that never touches Buffer.
 //
 // Takes: primordials, native (core, ops), inspect, nodeErrors, lazyGlobals
-// (lazyModule, packageIntrinsics), and `host`. Makes Buffer.
+// (lazyModule, packageIntrinsics, keepMembers), and `host`. Makes Buffer.
 "use strict";
 
 const {
@@ -24,7 +24,7 @@ const {
   // Buffer.prototype.inspect is a function named inspect: Node's.
   inspect: { inspect: inspectValue, ownNonIndexKeys },
   nodeErrors: errors,
-  lazyGlobals: { lazyModule, packageIntrinsics },
+  lazyGlobals: { lazyModule, packageIntrinsics, keepMembers },
 } = dsh;
 const { ReflectApply, StringPrototypeToLowerCase, ObjectDefineProperty, NumberIsInteger, MathMin } = p;
 // V8's own UTF-8 decoder (String::NewFromUtf8), as Node's toString uses:
@@ -124,9 +124,12 @@ function makeBuffer() {
   patch(Buffer, "isEncoding", (isEncoding) => function (encoding) {
     return isBase64Url(encoding) || ReflectApply(isEncoding, this, [encoding]);
   });
+  /** Buffer.isEncoding as made above, whatever the program makes it (Node's own functions do not read it). */
+  const isEncoding = Buffer.isEncoding;
+  const knownEncoding = (encoding) => ReflectApply(isEncoding, Buffer, [encoding]);
 
   function checkEncoding(encoding) {
-    if (encoding !== undefined && encoding !== null && encoding !== "" && !Buffer.isEncoding(encoding)) {
+    if (encoding !== undefined && encoding !== null && encoding !== "" && !knownEncoding(encoding)) {
       throw errors.unknownEncoding(encoding);
     }
   }
@@ -210,7 +213,7 @@ function makeBuffer() {
       throw errors.invalidArgType("string", ["string", "Buffer", "ArrayBuffer"], string);
     }
     // As Node: no encoding, or one it does not know, counts UTF-8.
-    if (typeof string === "string" && (!encoding || isUtf8(encoding) || !Buffer.isEncoding(encoding))) return ops.op_dsh_utf8_length(string);
+    if (typeof string === "string" && (!encoding || isUtf8(encoding) || !knownEncoding(encoding))) return ops.op_dsh_utf8_length(string);
     if (typeof string === "string" && (isBase64Url(encoding) || lower(encoding) === "base64")) return base64ByteLength(string);
     return ReflectApply(byteLength, this, [string, decoding(encoding)]);
   });
@@ -277,7 +280,7 @@ function makeBuffer() {
     if (end <= start) return "";
     if (encoding === undefined || isUtf8(encoding)) return utf8Slice(this, start, end);
     // As Node: an encoding given (null, "" too) is one it knows.
-    if (!Buffer.isEncoding(encoding)) throw errors.unknownEncoding(encoding);
+    if (!knownEncoding(encoding)) throw errors.unknownEncoding(encoding);
     if (!isBase64Url(encoding)) return ReflectApply(toString, this, [encoding, start, end]);
     const base64 = ReflectApply(toString, this, ["base64", start, end]);
     return p.StringReplaceAllLiteral(p.StringReplaceAllLiteral(p.StringReplaceAllLiteral(base64, "+", "-"), "/", "_"), "=", "");
@@ -435,7 +438,7 @@ function makeBuffer() {
         encoding = end;
         end = size;
       }
-      if (encoding !== undefined && !isUtf8(encoding) && !Buffer.isEncoding(encoding)) {
+      if (encoding !== undefined && !isUtf8(encoding) && !knownEncoding(encoding)) {
         if (typeof encoding !== "string") throw errors.invalidArgType("encoding", "string", encoding);
         throw errors.unknownEncoding(encoding);
       }
@@ -631,6 +634,10 @@ function makeBuffer() {
   // Node 24 raised the pool from 8 KiB to 64 KiB. Nothing is pooled here;
   // the number is what a program reads.
   Buffer.poolSize = nodeMajor >= 24 ? 64 * 1024 : 8 * 1024;
+  // The package calls Buffer's methods as made here, not as the program
+  // may replace them (Buffer.from = null broke buf.indexOf('b')).
+  keepMembers(Buffer);
+  keepMembers(proto);
   return Buffer;
 }
 
