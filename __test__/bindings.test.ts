@@ -217,6 +217,7 @@ describe('calls', () => {
     ['a non-enumerable key beside enumerable ones', 'Object.defineProperty({ a: 1 }, "k", { value: 1 })'],
     ['a non-enumerable key of a null-prototype object', 'Object.defineProperty(Object.create(null), "k", { value: 1 })'],
     ['a cycle', '(() => { const o: any = {}; o.self = o; return o })()'],
+    ['a cycle 40 deep', '(() => { const root: any = {}; let o = root; for (let i = 0; i < 40; i++) o = o.next = {}; o.back = root; return root })()'],
     ['a forged prototype', 'Object.setPrototypeOf({}, { constructor: Object })'],
     ['a spoofed Array prototype', 'Object.setPrototypeOf([], Object.create(Array.prototype))'],
     ['a Proxy', 'new Proxy({}, {})'],
@@ -985,6 +986,34 @@ describe('the shared lossless-JSON code, host side', () => {
     expect(encodeLossless(withLong, beside)).toBe('[1,null,true]')
     expect(beside).toEqual({ paths: '[[0,1]]', strings: [long], wellFormed: true })
     expect(reads).toBe(8)
+  })
+
+  it('refuses a cycle at any depth and takes the same container twice, above and below the depth its cycle check scans to', async () => {
+    const { encodeLossless } = await import('../lib/lossless-json.js')
+    // Nested `depth` deep, the innermost holding `inner`.
+    const chain = (depth: number, inner: (outer: unknown[]) => unknown) => {
+      const root: unknown[] = []
+      let at = root
+      for (let i = 1; i < depth; i++) at.push((at = []))
+      at.push(inner(root))
+      return { root, at }
+    }
+    for (const depth of [2, 31, 32, 33, 100]) {
+      // Back to the root, and back to its own container.
+      expect(encodeLossless(chain(depth, (root) => root).root), `depth ${depth}`).toBeUndefined()
+      const { root, at } = chain(depth, () => null)
+      at.push(at)
+      expect(encodeLossless(root), `depth ${depth}`).toBeUndefined()
+      // One object in two places, one after the other and deeper: no cycle.
+      const shared = { x: [1] }
+      const twice = chain(depth, () => [shared, [shared, { y: shared }]]).root
+      expect(encodeLossless(twice), `depth ${depth}`).toBe(JSON.stringify(twice))
+    }
+    // Refused as soon as it closes: a getter on the cycle runs once.
+    let reads = 0
+    const looped = Object.defineProperty({}, 'self', { get: () => (reads++, looped), enumerable: true })
+    expect(encodeLossless([looped])).toBeUndefined()
+    expect(reads).toBe(1)
   })
 
   it('encodes short strings and keys exactly as JSON.stringify does, whatever code unit they hold', async () => {

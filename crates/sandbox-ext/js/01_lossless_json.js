@@ -97,6 +97,15 @@
     const SHORT_STRING = 32;
 
     /**
+     * Up to this depth a container is checked against the open ones (its
+     * possible cycle) by a scan of the walk's stack; past it, through a Set
+     * of them made then: a scan is quicker than a Set's calls at the depths
+     * values have, and a hostile value nested far deeper costs no more
+     * than a Set per container.
+     */
+    const SCANNED_DEPTH = 32;
+
+    /**
      * JSON text of a string (a value or a key): JSON.stringify, spared for
      * a short or long one with nothing to escape.
      */
@@ -116,9 +125,9 @@
     // an ordinary array's hole reaches (a setter called with the list as
     // `this`, a getter answering for the element, or a getter alone making
     // the store throw), so `return [1, 2, 3]` read back what a getter said.
-    // The children read of the program's containers go into one list of
-    // no prototype a walk, where no store reaches anything; the walk's
-    // stacks define what they append (`setOwn`).
+    // The children read of the program's containers, and the walk's
+    // stacks, are lists of no prototype (`ownList`), where no store reaches
+    // anything; a list handed out defines what it appends (`setOwn`).
 
     /** An empty list whose stores reach nothing but its own elements. */
     function ownList() {
@@ -127,7 +136,10 @@
       return list;
     }
 
-    /** `list[i] = value`, defined where `i` is past its end (appends are rare). */
+    /**
+     * `list[i] = value` on a list with Array.prototype, defined where `i` is
+     * past its end (a call into the runtime: for rare appends only).
+     */
     function setOwn(list, i, value) {
       if (i < list.length) list[i] = value;
       else ObjectDefineProperty(list, i, { __proto__: null, value, writable: true, enumerable: true, configurable: true });
@@ -265,14 +277,15 @@
       // container was most of the cost of encoding a small value. The
       // children of every open container are in `values`, one container's
       // after its parent's (a frame is where its own start and end), so a
-      // walk makes one list of them.
-      const containers = [];
-      const keyLists = [];
-      const starts = [];
-      const ends = [];
-      const nexts = [];
-      // Cycle check: the containers currently open. Created only once a
-      // container nests (a flat value cannot be its own ancestor).
+      // walk makes one list of them. The stacks append as plain stores
+      // (they have no prototype): defining each append cost more than the
+      // rest of encoding a small nested value.
+      const containers = ownList();
+      const keyLists = ownList();
+      const starts = ownList();
+      const ends = ownList();
+      const nexts = ownList();
+      // Cycle check past SCANNED_DEPTH: the containers open then and since.
       let ancestors;
       let depth = 0;
       let out = "";
@@ -280,11 +293,11 @@
       let paths = "";
       let places = 0;
       let strings = 0;
-      setOwn(containers, 0, root);
-      setOwn(keyLists, 0, rootKeys);
-      setOwn(starts, 0, 0);
-      setOwn(ends, 0, values.length);
-      setOwn(nexts, 0, 0);
+      containers[0] = root;
+      keyLists[0] = rootKeys;
+      starts[0] = 0;
+      ends[0] = values.length;
+      nexts[0] = 0;
       depth = 1;
       out = rootKeys === null ? "[" : "{";
       while (depth > 0) {
@@ -322,7 +335,7 @@
               out += "null";
               break;
             }
-            if (ancestors === undefined) {
+            if (ancestors === undefined && depth >= SCANNED_DEPTH) {
               ancestors = new SafeSet();
               for (let f = 0; f < depth; f++) SetPrototypeAdd(ancestors, containers[f]);
             }
@@ -371,19 +384,23 @@
        * bracket; false when it is not lossless JSON.
        */
       function open(v) {
-        if (SetPrototypeHas(ancestors, v)) return false;
+        if (ancestors === undefined) {
+          for (let f = 0; f < depth; f++) if (containers[f] === v) return false;
+        } else if (SetPrototypeHas(ancestors, v)) {
+          return false;
+        }
         // After its parent's children: what is there belonged to
         // containers closed since.
         const base = ends[depth - 1];
         values.length = base;
         const keys = readContainer(v, values, base);
         if (keys === false) return false;
-        SetPrototypeAdd(ancestors, v);
-        setOwn(containers, depth, v);
-        setOwn(keyLists, depth, keys);
-        setOwn(starts, depth, base);
-        setOwn(ends, depth, values.length);
-        setOwn(nexts, depth, 0);
+        if (ancestors !== undefined) SetPrototypeAdd(ancestors, v);
+        containers[depth] = v;
+        keyLists[depth] = keys;
+        starts[depth] = base;
+        ends[depth] = values.length;
+        nexts[depth] = 0;
         depth++;
         out += keys === null ? "[" : "{";
         return true;
