@@ -1009,11 +1009,24 @@ describe('the shared lossless-JSON code, host side', () => {
       const twice = chain(depth, () => [shared, [shared, { y: shared }]]).root
       expect(encodeLossless(twice), `depth ${depth}`).toBe(JSON.stringify(twice))
     }
-    // Refused as soon as it closes: a getter on the cycle runs once.
-    let reads = 0
-    const looped = Object.defineProperty({}, 'self', { get: () => (reads++, looped), enumerable: true })
-    expect(encodeLossless([looped])).toBeUndefined()
-    expect(reads).toBe(1)
+    // Refused as soon as it closes: each getter on the cycle runs once,
+    // whichever container it closes on, above or below 32 deep.
+    for (const [depth, length] of [[1, 1], [1, 2], [1, 5], [40, 2], [40, 12]]) {
+      let reads = 0
+      const ring: object[] = Array.from({ length }, () => ({}))
+      ring.forEach((node, i) =>
+        Object.defineProperty(node, 'next', { get: () => (reads++, ring[(i + 1) % length]), enumerable: true }),
+      )
+      expect(encodeLossless(chain(depth, () => ring[0]).root), `${length} in a cycle ${depth} deep`).toBeUndefined()
+      expect(reads, `${length} in a cycle ${depth} deep`).toBe(length)
+    }
+    // Taken again once closed: a container open when the walk first went
+    // past 32, and one met again after the walk came back above it.
+    const deep = chain(40, () => 1).root
+    expect(encodeLossless([deep, deep])).toBe(JSON.stringify([deep, deep]))
+    const shared = { s: 1 }
+    const after = [chain(40, () => shared).root, shared, [shared]]
+    expect(encodeLossless(after)).toBe(JSON.stringify(after))
   })
 
   it('encodes short strings and keys exactly as JSON.stringify does, whatever code unit they hold', async () => {
