@@ -335,10 +335,6 @@
               out += "null";
               break;
             }
-            if (ancestors === undefined && depth >= SCANNED_DEPTH) {
-              ancestors = new SafeSet();
-              for (let f = 0; f < depth; f++) SetPrototypeAdd(ancestors, containers[f]);
-            }
             if (!open(child)) return undefined;
             break;
           default:
@@ -379,11 +375,15 @@
       }
 
       /**
-       * Open a container within the root: check it (see readContainer)
-       * and read its children once, push its frame and write its opening
-       * bracket; false when it is not lossless JSON.
+       * Open a container within the root: check it (not an open one, and
+       * see readContainer) and read its children once, push its frame and
+       * write its opening bracket; false when it is not lossless JSON.
        */
       function open(v) {
+        if (ancestors === undefined && depth >= SCANNED_DEPTH) {
+          ancestors = new SafeSet();
+          for (let f = 0; f < depth; f++) SetPrototypeAdd(ancestors, containers[f]);
+        }
         if (ancestors === undefined) {
           for (let f = 0; f < depth; f++) if (containers[f] === v) return false;
         } else if (SetPrototypeHas(ancestors, v)) {
