@@ -1,5 +1,5 @@
-//! A block of memory mapped on its own (a reusable one at a huge page's
-//! boundary): where a long text is written once on its way across the
+//! A block of memory mapped on its own (one in huge pages at a huge
+//! page's boundary): where a long text is written once on its way across the
 //! channel ([`crate::text`]).
 //!
 //! Why: each long text crosses into fresh memory (a tool's reply read out
@@ -14,10 +14,10 @@
 //! than its length, to the page; its tail is in small pages. Dropping it
 //! unmaps it: the memory goes back to the OS at once.
 //!
-//! Except a reusable block ([`LargeBlock::reusable`]: a text written on its
-//! way across) in a process that keeps freed blocks ([`keep_freed_blocks`]:
-//! the harness, where every reply's text is one): dropped, it is kept, up
-//! to [`KEPT_BYTES`], for the next block it can hold, and unmapped once
+//! Except in a process that keeps freed blocks ([`keep_freed_blocks`]:
+//! the harness, where every reply's text is one, and so is every long
+//! argument string a tool is handed): dropped, a block is kept, up to
+//! [`KEPT_BYTES`], for the next block it can hold, and unmapped once
 //! unused for [`KEPT_FOR`] ([`release_unused_blocks`], called
 //! periodically, and for all of them when the harness's runtime ends).
 //! Each reply text of a run is kept until the run ends (its history), so a
@@ -27,12 +27,20 @@
 //! (the kernel zeroing a huge page, and unmapping the tail after it).
 //! There [`LargeBlock::shrink`] keeps the mapping (an unmap within a huge
 //! page splits it): such a block holds what was written rounded up to a
-//! huge page. Blocks a tool may keep (a call's long argument) are not
-//! reusable: they go back to the OS as soon as Node collects them.
+//! huge page. A call's long argument crosses in a block (its frame's) that
+//! a tool may keep as long as it likes: it comes back when Node collects
+//! the tool's string, which Node does promptly because the harness reports
+//! such strings as external memory (`binding_calls.rs`); kept, the next
+//! long argument is read into pages faulted in already, where a fresh
+//! block cost a fault per page: 1024 faults, ~2.8 ms, for each 4 MB
+//! argument (perf, this VM), most of what the harness spent on the call.
 //!
-//! A reusable block is advised to use transparent huge pages
+//! A block in huge pages ([`LargeBlock::in_huge_pages`], a reply's text:
+//! written again and again) is advised to use transparent huge pages
 //! (`MADV_HUGEPAGE`): faulted in once, in a few faults, then written into
-//! again and again. A block used once is not. On the VMs this runs on, the
+//! again and again. A block in small pages ([`LargeBlock::new`]: a long
+//! frame the harness reads, whose strings a tool is handed; the host's
+//! copy of a call's string) is not. On the VMs this runs on, the
 //! guest hands free memory back to its host in large runs (free page
 //! reporting, `page_reporting_order=11` on the kernel's command line), a
 //! fresh huge page is cut from such a run, and the kernel's zeroing of it
@@ -124,8 +132,6 @@ pub struct LargeBlock {
   start: NonNull<u8>,
   /// The mapping's length: a whole number of small pages.
   len: usize,
-  /// Kept for reuse when dropped, where freed blocks are kept.
-  reusable: bool,
 }
 
 // SAFETY: the block is plain memory owned by this value alone; access goes
@@ -135,23 +141,30 @@ unsafe impl Send for LargeBlock {}
 unsafe impl Sync for LargeBlock {}
 
 impl LargeBlock {
-  /// A block of at least `len` bytes (`len` > 0), or `None` when the OS
-  /// refuses the mapping: zeroed, or a kept one, which holds what was last
-  /// written into it (see the module doc). Unmapped when dropped.
+  /// A block of at least `len` bytes (`len` > 0) in small pages, or `None`
+  /// when the OS refuses the mapping: zeroed, or a kept one, which holds
+  /// what was last written into it (see the module doc). Unmapped when
+  /// dropped, or kept where this process keeps freed blocks.
   pub fn new(len: usize) -> Option<LargeBlock> {
     LargeBlock::mapped(len, false)
   }
 
-  /// [`LargeBlock::new`], or when `huge` a fresh mapping at a huge page's
-  /// boundary advised to use huge pages (a kept one is as it was made).
+  /// [`LargeBlock::new`], in huge pages (see the module doc).
+  pub fn in_huge_pages(len: usize) -> Option<LargeBlock> {
+    LargeBlock::mapped(len, true)
+  }
+
+  /// A kept block that holds `len` bytes, or a fresh mapping: when `huge`,
+  /// at a huge page's boundary and advised to use huge pages (a kept one
+  /// is as it was made).
   fn mapped(len: usize, huge: bool) -> Option<LargeBlock> {
     let len = len.max(1).checked_next_multiple_of(PAGE)?;
     if let Some((start, len)) = reuse(len) {
-      return Some(LargeBlock { start, len, reusable: false });
+      return Some(LargeBlock { start, len });
     }
     if !huge {
       // Small pages only (see the module doc): no boundary to slide to.
-      return Some(LargeBlock { start: map_anonymous(len)?.cast(), len, reusable: false });
+      return Some(LargeBlock { start: map_anonymous(len)?.cast(), len });
     }
     // Room to slide to a huge page's boundary; the excess is unmapped.
     let reserved = len.checked_add(HUGE_PAGE)?;
@@ -171,15 +184,7 @@ impl LargeBlock {
       // and then the block is in small pages.
       libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
     }
-    Some(LargeBlock { start: NonNull::new(start as *mut u8)?, len, reusable: false })
-  }
-
-  /// [`LargeBlock::new`], in huge pages, kept for reuse when dropped where
-  /// this process keeps freed blocks (see the module doc).
-  pub fn reusable(len: usize) -> Option<LargeBlock> {
-    let mut block = LargeBlock::mapped(len, true)?;
-    block.reusable = true;
-    Some(block)
+    Some(LargeBlock { start: NonNull::new(start as *mut u8)?, len })
   }
 
   /// Its bytes (zero until written, in a fresh block).
@@ -195,10 +200,9 @@ impl LargeBlock {
   }
 
   /// Keep only the first `len` bytes (to the page); the rest is unmapped,
-  /// unless the block is reusable and this process keeps freed blocks (see
-  /// the module doc).
+  /// unless this process keeps freed blocks (see the module doc).
   pub fn shrink(&mut self, len: usize) {
-    if self.reusable && lock(&FREED).keep {
+    if lock(&FREED).keep {
       return;
     }
     let kept = len.max(1).next_multiple_of(PAGE);
@@ -235,7 +239,7 @@ pub fn map_anonymous(len: usize) -> Option<NonNull<libc::c_void>> {
 
 impl Drop for LargeBlock {
   fn drop(&mut self) {
-    if self.reusable {
+    {
       let mut freed = lock(&FREED);
       if freed.keep && freed.bytes + self.len <= KEPT_BYTES {
         freed.bytes += self.len;
@@ -253,11 +257,11 @@ mod tests {
   use super::*;
 
   #[test]
-  fn a_block_is_zeroed_and_writable_and_a_reusable_one_starts_at_a_huge_page() {
+  fn a_block_is_zeroed_and_writable_and_one_in_huge_pages_starts_at_a_huge_page() {
     for len in [1, PAGE, HUGE_PAGE, HUGE_PAGE + 1, 5 * HUGE_PAGE + 12345] {
-      for reusable in [false, true] {
-        let mut block = if reusable { LargeBlock::reusable(len) } else { LargeBlock::new(len) }.unwrap();
-        if reusable {
+      for huge in [false, true] {
+        let mut block = if huge { LargeBlock::in_huge_pages(len) } else { LargeBlock::new(len) }.unwrap();
+        if huge {
           assert_eq!(block.bytes().as_ptr() as usize % HUGE_PAGE, 0);
         }
         assert_eq!(block.bytes().len(), len.next_multiple_of(PAGE));
@@ -291,13 +295,13 @@ mod tests {
   }
 
   #[test]
-  fn only_a_reusable_block_asks_for_huge_pages() {
-    let once = LargeBlock::new(3 * HUGE_PAGE).unwrap();
-    let reused = LargeBlock::reusable(3 * HUGE_PAGE).unwrap();
-    assert!(!vm_flags(once.bytes().as_ptr() as usize).split_whitespace().any(|flag| flag == "hg"));
+  fn only_a_block_in_huge_pages_asks_for_them() {
+    let small = LargeBlock::new(3 * HUGE_PAGE).unwrap();
+    let huge = LargeBlock::in_huge_pages(3 * HUGE_PAGE).unwrap();
+    assert!(!vm_flags(small.bytes().as_ptr() as usize).split_whitespace().any(|flag| flag == "hg"));
     // Where the kernel has transparent huge pages at all, the advice holds.
     if std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
-      assert!(vm_flags(reused.bytes().as_ptr() as usize).split_whitespace().any(|flag| flag == "hg"));
+      assert!(vm_flags(huge.bytes().as_ptr() as usize).split_whitespace().any(|flag| flag == "hg"));
     }
   }
 

@@ -6,8 +6,8 @@
 //! the block that frame was read into ([`BlockFrame`]) while its tool
 //! holds it; the host in the frame that sends a call and, for a reply, in
 //! the buffer its frame was read into ([`FrameBuffer`]) until the program
-//! has it. Long ones written here go into a block of their own in huge
-//! pages (`large_block`); short ones are a `Vec`'s.
+//! has it. Long ones written here go into a block of their own
+//! (`large_block`: a reply's text in huge pages); short ones are a `Vec`'s.
 
 use std::fmt;
 use std::mem::MaybeUninit;
@@ -63,7 +63,7 @@ impl SharedBytes {
 
   /// The bytes `write` writes into a buffer of `room` bytes, returning how
   /// many it wrote (`None`: more than the room). When the room covers a
-  /// huge page, the buffer is a reusable block of its own (see
+  /// huge page, the buffer is a block of its own in huge pages (see
   /// `large_block`), cut to what was written: what is written first lands
   /// in a huge page, one fault per 2 MiB instead of one per 4 KiB (a room
   /// of three bytes a unit for a text of 1 MiB, say, which fresh small
@@ -79,7 +79,7 @@ impl SharedBytes {
     write: impl FnOnce(&mut [MaybeUninit<u8>]) -> Result<usize, E>,
   ) -> Result<Option<SharedBytes>, E> {
     if room >= HUGE_PAGE {
-      if let Some(mut block) = LargeBlock::reusable(room) {
+      if let Some(mut block) = LargeBlock::in_huge_pages(room) {
         let buffer = &mut block.bytes_mut()[..room];
         // SAFETY: a `u8` is a valid `MaybeUninit<u8>` with the same layout,
         // and `write` writes only initialised bytes into it (the caller's
@@ -182,10 +182,11 @@ impl SharedFrame for FrameBuffer {
 /// argument in the bytes it arrived in, one copy out of the channel, where
 /// reading the frame into the reader's kept `Vec` made two (into the
 /// `Vec`, then out of it into a block of the string's own). A block per
-/// frame, never read into again: whatever shares it (an external string a
-/// tool holds until Node collects it, a run's history) keeps it mapped
-/// until the last part is let go, and a `Vec` read into afresh would fault
-/// in small pages and grow by copying.
+/// frame, not read into again while anything shares it (an external string
+/// a tool holds until Node collects it, a run's history): let go, the
+/// harness keeps it for a later long frame (`large_block`), whose bytes
+/// then land in pages faulted in already, where a `Vec` read into afresh
+/// would fault in small pages and grow by copying.
 pub struct BlockFrame {
   block: Arc<LargeBlock>,
   len: usize,
@@ -193,8 +194,9 @@ pub struct BlockFrame {
 
 impl BlockFrame {
   /// A block for a frame of `len` bytes (> 0); `None` when the OS refuses
-  /// the mapping. The mapping costs only the pages written: a length a
-  /// host claims and never sends costs nothing.
+  /// the mapping. A fresh mapping costs only the pages written (a length
+  /// a host claims and never sends costs nothing); a kept one is memory
+  /// the harness holds anyway.
   pub fn new(len: usize) -> Option<BlockFrame> {
     Some(BlockFrame { block: Arc::new(LargeBlock::new(len)?), len })
   }

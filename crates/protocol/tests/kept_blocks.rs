@@ -28,18 +28,18 @@ fn freed_blocks_are_reused_by_fitting_ones_kept_within_bounds_and_let_go_once_un
 
   // A dropped block's mapping is the next block's, of a length it holds
   // and at most twice as long, with what was written in it.
-  let mut first = LargeBlock::reusable(3 * HUGE_PAGE).unwrap();
+  let mut first = LargeBlock::in_huge_pages(3 * HUGE_PAGE).unwrap();
   first.bytes_mut()[..5].copy_from_slice(b"first");
   first.shrink(HUGE_PAGE);
   assert_eq!(first.bytes().len(), 3 * HUGE_PAGE, "kept whole: an unmap within a huge page splits it");
   let at = first.bytes().as_ptr() as usize;
   drop(first);
   assert!(mapped(at), "kept, not unmapped");
-  let too_long = LargeBlock::reusable(3 * HUGE_PAGE + 1).unwrap();
+  let too_long = LargeBlock::in_huge_pages(3 * HUGE_PAGE + 1).unwrap();
   assert_ne!(too_long.bytes().as_ptr() as usize, at);
-  let too_short = LargeBlock::reusable(HUGE_PAGE).unwrap();
+  let too_short = LargeBlock::in_huge_pages(HUGE_PAGE).unwrap();
   assert_ne!(too_short.bytes().as_ptr() as usize, at);
-  let reused = LargeBlock::reusable(2 * HUGE_PAGE).unwrap();
+  let reused = LargeBlock::in_huge_pages(2 * HUGE_PAGE).unwrap();
   assert_eq!(reused.bytes().as_ptr() as usize, at);
   assert_eq!(&reused.bytes()[..5], b"first");
   drop((too_long, too_short, reused));
@@ -47,23 +47,33 @@ fn freed_blocks_are_reused_by_fitting_ones_kept_within_bounds_and_let_go_once_un
   // Kept blocks unused for KEPT_FOR are unmapped; a new block is fresh.
   release_unused_blocks(Instant::now() + KEPT_FOR);
   assert!(!mapped(at));
-  let fresh = LargeBlock::reusable(2 * HUGE_PAGE).unwrap();
+  let fresh = LargeBlock::in_huge_pages(2 * HUGE_PAGE).unwrap();
   assert!(fresh.bytes().iter().all(|byte| *byte == 0));
   drop(fresh);
 
-  // A block that is not reusable (a tool may keep what it holds) is
-  // unmapped when dropped, and shrinks.
-  let mut plain = LargeBlock::new(3 * HUGE_PAGE).unwrap();
-  plain.shrink(HUGE_PAGE);
-  assert_eq!(plain.bytes().len(), HUGE_PAGE);
-  let at = plain.bytes().as_ptr() as usize;
-  drop(plain);
+  // A block in small pages (a long frame's, whose strings a tool may keep)
+  // is kept alike, and taken again by a block of either kind.
+  release_unused_blocks(Instant::now() + KEPT_FOR);
+  let mut small = LargeBlock::new(3 * HUGE_PAGE).unwrap();
+  small.bytes_mut()[..5].copy_from_slice(b"small");
+  small.shrink(HUGE_PAGE);
+  assert_eq!(small.bytes().len(), 3 * HUGE_PAGE, "kept whole, as one in huge pages is");
+  let at = small.bytes().as_ptr() as usize;
+  drop(small);
+  assert!(mapped(at), "kept, not unmapped");
+  let again = LargeBlock::new(3 * HUGE_PAGE).unwrap();
+  assert_eq!((again.bytes().as_ptr() as usize, &again.bytes()[..5]), (at, &b"small"[..]));
+  drop(again);
+  let huge = LargeBlock::in_huge_pages(2 * HUGE_PAGE).unwrap();
+  assert_eq!(huge.bytes().as_ptr() as usize, at);
+  drop(huge);
+  release_unused_blocks(Instant::now() + KEPT_FOR);
   assert!(!mapped(at));
 
   // No more than KEPT_BYTES are kept: the blocks dropped past it are unmapped.
   release_unused_blocks(Instant::now() + KEPT_FOR);
   let count = KEPT_BYTES / HUGE_PAGE + 2;
-  let blocks: Vec<LargeBlock> = (0..count).map(|_| LargeBlock::reusable(HUGE_PAGE).unwrap()).collect();
+  let blocks: Vec<LargeBlock> = (0..count).map(|_| LargeBlock::in_huge_pages(HUGE_PAGE).unwrap()).collect();
   let starts: Vec<usize> = blocks.iter().map(|block| block.bytes().as_ptr() as usize).collect();
   drop(blocks);
   let kept = starts.iter().filter(|start| mapped(**start)).count();
