@@ -128,11 +128,12 @@ fn argument_string(env: &Env, string: RawString) -> Result<JsString<'_>> {
 /// arguments grew by 40 MB a run (10 calls), past 1 GB in 30 runs with no
 /// collection at all, each argument's block mapped until then. Reported,
 /// V8 starts collecting once they add up past its external-memory limit
-/// (every 40-60 MB of them here), and the blocks come back to be read into again
-/// (`large_block`).
+/// (every 40-60 MB of them here), and the blocks come back to be read into
+/// again (`large_block`).
 struct ExternalBytes<T> {
   held: T,
-  bytes: i64,
+  /// What V8 was told of (0 when it refused the report).
+  reported: i64,
 }
 
 impl<T> ExternalBytes<T> {
@@ -144,15 +145,17 @@ impl<T> ExternalBytes<T> {
   fn report(env: &Env, bytes: usize, held: T) -> ExternalBytes<T> {
     let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
     // Advice to V8's collector: a refusal changes when it collects, never
-    // what the tool sees.
-    let _ = env.adjust_external_memory(bytes);
-    ExternalBytes { held, bytes }
+    // what the tool sees; what was not reported is not taken back.
+    let reported = if env.adjust_external_memory(bytes).is_ok() { bytes } else { 0 };
+    ExternalBytes { held, reported }
   }
 
-  /// The string's finalizer: drop what it held, and its report.
+  /// The string's finalizer: drop what it held, and take its report back.
   fn release(env: Env, held: ExternalBytes<T>) {
     drop(held.held);
-    let _ = env.adjust_external_memory(-held.bytes);
+    if held.reported != 0 {
+      let _ = env.adjust_external_memory(-held.reported);
+    }
   }
 }
 
