@@ -239,14 +239,14 @@ pub fn map_anonymous(len: usize) -> Option<NonNull<libc::c_void>> {
 
 impl Drop for LargeBlock {
   fn drop(&mut self) {
-    {
-      let mut freed = lock(&FREED);
-      if freed.keep && freed.bytes + self.len <= KEPT_BYTES {
-        freed.bytes += self.len;
-        freed.blocks.push(Freed { start: self.start, len: self.len, at: Instant::now() });
-        return;
-      }
+    let mut freed = lock(&FREED);
+    if freed.keep && freed.bytes + self.len <= KEPT_BYTES {
+      freed.bytes += self.len;
+      freed.blocks.push(Freed { start: self.start, len: self.len, at: Instant::now() });
+      return;
     }
+    // Not held across the unmap, which other blocks' drops need not wait for.
+    drop(freed);
     // SAFETY: the mapping is this block's alone, and nothing uses it after.
     unsafe { libc::munmap(self.start.as_ptr().cast(), self.len) };
   }

@@ -19,6 +19,20 @@ fn mapped(address: usize) -> bool {
   })
 }
 
+/// `block` (3 huge pages long) with `tag` written at its start, shrunk to
+/// one huge page and dropped: kept whole (an unmap within a huge page
+/// splits it, and a kept block goes back as it was mapped) and mapped
+/// still. Where it starts.
+fn dropped_whole(mut block: LargeBlock, tag: &[u8; 5]) -> usize {
+  block.bytes_mut()[..5].copy_from_slice(tag);
+  block.shrink(HUGE_PAGE);
+  assert_eq!(block.bytes().len(), 3 * HUGE_PAGE, "kept whole: an unmap within a huge page splits it");
+  let at = block.bytes().as_ptr() as usize;
+  drop(block);
+  assert!(mapped(at), "kept, not unmapped");
+  at
+}
+
 #[test]
 fn freed_blocks_are_reused_by_fitting_ones_kept_within_bounds_and_let_go_once_unused() {
   keep_freed_blocks();
@@ -28,13 +42,7 @@ fn freed_blocks_are_reused_by_fitting_ones_kept_within_bounds_and_let_go_once_un
 
   // A dropped block's mapping is the next block's, of a length it holds
   // and at most twice as long, with what was written in it.
-  let mut first = LargeBlock::in_huge_pages(3 * HUGE_PAGE).unwrap();
-  first.bytes_mut()[..5].copy_from_slice(b"first");
-  first.shrink(HUGE_PAGE);
-  assert_eq!(first.bytes().len(), 3 * HUGE_PAGE, "kept whole: an unmap within a huge page splits it");
-  let at = first.bytes().as_ptr() as usize;
-  drop(first);
-  assert!(mapped(at), "kept, not unmapped");
+  let at = dropped_whole(LargeBlock::in_huge_pages(3 * HUGE_PAGE).unwrap(), b"first");
   let too_long = LargeBlock::in_huge_pages(3 * HUGE_PAGE + 1).unwrap();
   assert_ne!(too_long.bytes().as_ptr() as usize, at);
   let too_short = LargeBlock::in_huge_pages(HUGE_PAGE).unwrap();
@@ -54,13 +62,7 @@ fn freed_blocks_are_reused_by_fitting_ones_kept_within_bounds_and_let_go_once_un
   // A block in small pages (a long frame's, whose strings a tool may keep)
   // is kept alike, and taken again by a block of either kind.
   release_unused_blocks(Instant::now() + KEPT_FOR);
-  let mut small = LargeBlock::new(3 * HUGE_PAGE).unwrap();
-  small.bytes_mut()[..5].copy_from_slice(b"small");
-  small.shrink(HUGE_PAGE);
-  assert_eq!(small.bytes().len(), 3 * HUGE_PAGE, "kept whole, as one in huge pages is");
-  let at = small.bytes().as_ptr() as usize;
-  drop(small);
-  assert!(mapped(at), "kept, not unmapped");
+  let at = dropped_whole(LargeBlock::new(3 * HUGE_PAGE).unwrap(), b"small");
   let again = LargeBlock::new(3 * HUGE_PAGE).unwrap();
   assert_eq!((again.bytes().as_ptr() as usize, &again.bytes()[..5]), (at, &b"small"[..]));
   drop(again);
