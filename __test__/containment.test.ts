@@ -444,6 +444,14 @@ describe('the host process', () => {
     expect(result.status).toBe(0)
   })
 
+  it("lets go of a worker thread's event loop when the worker ends with its runtime live and undisposed", () => {
+    const result = spawnSync(process.execPath, [child, 'worker-undisposed'], { encoding: 'utf8', timeout: 60_000 })
+    expect(result.signal).toBeNull()
+    expect(result.stderr).not.toMatch(/Fatal|panicked|Assertion|open handles/)
+    expect(result.stdout).toContain('ok worker-undisposed')
+    expect(result.status).toBe(0)
+  })
+
   it('loads in a worker thread beside the main thread without initialising V8 twice', () => {
     const result = spawnSync(process.execPath, [child, 'worker'], { encoding: 'utf8', timeout: 60_000 })
     expect(result.stderr).not.toMatch(/Fatal|panicked/)

@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 
+use dsh_protocol::doorbell::BellListener;
 use dsh_protocol::frame::{SplicedFrames, JOURNAL_FD};
 use dsh_protocol::lock::lock;
 use dsh_protocol::ring::{RingEnds, RingWriter, HANDED_FDS, LAST_HANDED_FD};
@@ -79,6 +80,8 @@ pub struct Spawned {
   /// The harness's end of the journal (`dsh_protocol::frame`).
   pub journal: UnixStream,
   pub stderr: StderrTail,
+  /// The listening end of its Node bell (the host holds the ringing end).
+  pub node_bell: BellListener,
 }
 
 /// Start a host. Its environment is empty (it holds no secret of the
@@ -89,7 +92,7 @@ pub struct Spawned {
 /// it can tell when the harness has gone (see `main.rs` of the host).
 pub fn spawn(executable: &PathBuf) -> Result<Spawned, String> {
   let (socket, host_end) = UnixStream::pair().map_err(|error| format!("no channel for the isolate host: {error}"))?;
-  let (channel, handed) =
+  let (channel, handed, node_bell) =
     RingEnds::create(socket).map_err(|error| format!("no shared channel for the isolate host: {error}"))?;
   let (journal, host_journal) =
     UnixStream::pair().map_err(|error| format!("no journal for the isolate host: {error}"))?;
@@ -135,7 +138,7 @@ pub fn spawn(executable: &PathBuf) -> Result<Spawned, String> {
     Some(pipe) => StderrTail::follow(pipe),
     None => StderrTail::default(),
   };
-  Ok(Spawned { child, channel, journal, stderr })
+  Ok(Spawned { child, channel, journal, stderr, node_bell })
 }
 
 /// The last bytes a host wrote to its standard error, read by a thread of

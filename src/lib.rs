@@ -13,12 +13,14 @@ mod binding_calls;
 mod config;
 mod config_keys;
 mod host_process;
+mod node_bell;
 mod quarantine;
 mod run_report;
 mod run_result;
 mod supervisor;
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -36,6 +38,7 @@ use crate::binding_calls::{
   REPLY_TEXT,
 };
 use crate::config_keys::NativeConfig;
+use crate::node_bell::NodeListener;
 use crate::run_report::RunCost;
 use crate::run_result::NativeRunResult;
 use crate::supervisor::{queue_full, RunEnd, RuntimeStats, Supervisor};
@@ -188,6 +191,10 @@ impl Core {
 #[napi]
 pub struct NativeRuntime {
   core: Arc<Core>,
+  /// Node's main thread polling the hosts' Node bells (`node_bell.rs`);
+  /// closed at disposal, at the environment's teardown, or when this is
+  /// collected.
+  listener: Option<Rc<NodeListener>>,
 }
 
 type Resolver<T> = Box<dyn FnOnce(Env) -> Result<T> + Send>;
@@ -236,11 +243,19 @@ impl NativeRuntime {
         supervisor.take_calls(watching);
       }
     }));
+    let listener = listen_on_node_bells(&env, &supervisor).map(Rc::new);
     let core = Arc::new(Core { supervisor, calls, disposed: AtomicBool::new(false), max_output_bytes });
     // At environment teardown (process exit, worker exit) stop every run
-    // and host: no host may outlive the environment that owns it.
-    env.add_env_cleanup_hook(core.clone(), |core| core.shutdown())?;
-    Ok(NativeRuntime { core })
+    // and host: no host may outlive the environment that owns it; and no
+    // libuv handle of ours may outlive the loop.
+    let hook_listener = listener.clone();
+    env.add_env_cleanup_hook(core.clone(), move |core| {
+      if let Some(listener) = hook_listener {
+        listener.close();
+      }
+      core.shutdown();
+    })?;
+    Ok(NativeRuntime { core, listener })
   }
 
   /// Run one program. Resolves with the run's result; rejects only when the
@@ -353,6 +368,9 @@ impl NativeRuntime {
   #[napi(ts_return_type = "Promise<void>")]
   pub fn dispose<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
     let (deferred, promise) = env.create_deferred::<(), Resolver<()>>()?;
+    if let Some(listener) = &self.listener {
+      listener.close();
+    }
     let core = self.core.clone();
     dsh_named_thread::spawn("dsh-v8-dispose", move || {
       core.shutdown();
@@ -361,6 +379,30 @@ impl NativeRuntime {
     .map_err(|error| Error::new(Status::GenericFailure, format!("disposal failed to start: {error}")))?;
     Ok(promise)
   }
+}
+
+/// Node's main thread polling `supervisor`'s Node bells on `env`'s loop,
+/// with the hosts told to ring them; None where it cannot (see
+/// [`NodeListener::start`]).
+fn listen_on_node_bells(env: &Env, supervisor: &Arc<Supervisor>) -> Option<NodeListener> {
+  let fd = supervisor.node_bells_fd()?;
+  let (rang, stopped) = (Arc::downgrade(supervisor), Arc::downgrade(supervisor));
+  let listener = NodeListener::start(
+    env,
+    fd,
+    Box::new(move || {
+      if let Some(supervisor) = rang.upgrade() {
+        supervisor.node_bell_rang();
+      }
+    }),
+    Box::new(move || {
+      if let Some(supervisor) = stopped.upgrade() {
+        supervisor.node_stops_listening();
+      }
+    }),
+  )?;
+  supervisor.node_starts_listening();
+  Some(listener)
 }
 
 /// The CPUs this process may use, as the harness's Node counts them

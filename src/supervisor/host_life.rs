@@ -3,9 +3,11 @@
 //! and its end, with what becomes of the runs it held.
 
 use std::process::Child;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use dsh_protocol::doorbell::BellListener;
 use dsh_protocol::failure::{HostLoss, StopReason};
 use dsh_protocol::frame::{HostStats, ToHost};
 use dsh_protocol::inbox::Inbox;
@@ -15,6 +17,7 @@ use dsh_protocol::protections::Protections;
 use dsh_protocol::ring::RingEnds;
 
 use crate::host_process::{spawn, HostEnd, HostLink, Spawned, StderrTail};
+use crate::node_bell::RingsInVain;
 
 use super::heartbeat::resident_bytes;
 use super::inbound::read_host;
@@ -62,6 +65,13 @@ pub(super) struct Host {
   pub(super) born: Instant,
   /// Why the supervisor killed it, if it did.
   pub(super) killed_for: Mutex<Option<HostEnd>>,
+  /// The listening end of its Node bell (`node_bell.rs`), which Node's
+  /// main thread polls while `node_bell_heard`.
+  pub(super) node_bell: BellListener,
+  /// What its rings of that bell brought.
+  pub(super) rings: RingsInVain,
+  /// Its Node bell is in the runtime's set, and it has been told so.
+  pub(super) node_bell_heard: AtomicBool,
 }
 
 impl Host {
@@ -122,7 +132,7 @@ impl Supervisor {
   /// takes it from there.
   pub(super) fn start_host(self: &Arc<Self>, state: &mut State, slot: usize) -> Result<(), String> {
     state.slots[slot].restart_at = None;
-    let Spawned { mut child, channel, journal, stderr } = match spawn(&self.settings.executable) {
+    let Spawned { mut child, channel, journal, stderr, node_bell } = match spawn(&self.settings.executable) {
       Ok(spawned) => spawned,
       Err(message) => {
         state.last_host_end = Some(message.clone());
@@ -156,6 +166,9 @@ impl Supervisor {
       stderr,
       born: Instant::now(),
       killed_for: Mutex::new(None),
+      node_bell,
+      rings: RingsInVain::default(),
+      node_bell_heard: AtomicBool::new(false),
     });
     host.send(&ToHost::Configure { config: Box::new(self.settings.host_config(slot)) });
     state.slots[slot] = Slot { host: Some(host.clone()), last_heard: Some(Instant::now()), ..Slot::default() };
@@ -164,7 +177,11 @@ impl Supervisor {
     match reader {
       Ok(reader) => {
         if let Some(host) = &state.slots[slot].host {
-          lock(&self.hosts).push(host.clone());
+          let mut hosts = lock(&self.hosts);
+          if self.node_listening.load(Ordering::SeqCst) {
+            self.listen_to(host);
+          }
+          hosts.push(host.clone());
         }
         // The readers of hosts that ended are done: let them go.
         state.readers.retain(|reader| !reader.is_finished());
@@ -250,7 +267,11 @@ impl Supervisor {
   /// `host` has ended: settle what it took with it, queue again (first)
   /// what it had not started, and plan its replacement.
   pub(super) fn host_ended(&self, host: &Arc<Host>, end: HostEnd) {
-    lock(&self.hosts).retain(|alive| !Arc::ptr_eq(alive, host));
+    {
+      let mut hosts = lock(&self.hosts);
+      self.stop_listening_to(host);
+      hosts.retain(|alive| !Arc::ptr_eq(alive, host));
+    }
     let described = end.describe();
     let mut state = lock(&self.state);
     if state.host(host.generation).is_none() {

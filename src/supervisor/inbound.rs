@@ -289,7 +289,7 @@ impl Supervisor {
     let hosts = lock(&self.hosts).clone();
     for host in hosts {
       let mut violation = None;
-      watching.try_take(&host.inbox, FromHost::CALLS_TAG, |frame| {
+      watching.try_take(&host.inbox, &[FromHost::CALLS_TAG], |frame| {
         violation = self.receive_frame(&host, frame, false).err();
       });
       if let Some(error) = violation {

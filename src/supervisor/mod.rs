@@ -47,6 +47,7 @@
 //! and its fate).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -62,6 +63,7 @@ use dsh_protocol::protections::Protections;
 use crate::binding_calls::CallOutbox;
 use crate::config::Settings;
 use crate::host_process::HostEnd;
+use crate::node_bell::NodeBells;
 use crate::quarantine::Quarantine;
 use crate::run_report::RunCost;
 
@@ -74,6 +76,7 @@ use stats_requests::StatsRequests;
 mod heartbeat;
 mod host_life;
 mod inbound;
+mod listening;
 mod placement;
 mod run_record;
 mod stats_requests;
@@ -215,6 +218,12 @@ pub struct Supervisor {
   /// before `state` (a frame's handling): so `hosts` is never held while an
   /// inbox or the state is taken (`take_calls` copies the list first).
   hosts: Mutex<Vec<Arc<Host>>>,
+  /// The hosts' Node bells, for Node's main thread to poll (`node_bell.rs`);
+  /// None where the set could not be made (the readers pass every call on).
+  node_bells: Option<NodeBells>,
+  /// Node's main thread polls `node_bells`: hosts are told to ring them
+  /// (changed, and read for a new host, under `hosts`' lock).
+  node_listening: AtomicBool,
 }
 
 impl Supervisor {
@@ -229,6 +238,8 @@ impl Supervisor {
       calls,
       thread: Mutex::new(None),
       hosts: Mutex::default(),
+      node_bells: NodeBells::new().ok(),
+      node_listening: AtomicBool::new(false),
     });
     {
       let mut state = lock(&supervisor.state);

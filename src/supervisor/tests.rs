@@ -12,6 +12,7 @@ use dsh_protocol::ring::{layout, REGION_BYTES, RING_DATA_BYTES};
 use dsh_protocol::shared_region::SharedRegion;
 
 use crate::config::HistoryCaps;
+use crate::node_bell::RingsInVain;
 
 use super::host_life::restart_delay;
 use super::run_record::{fate, Fate};
@@ -154,13 +155,40 @@ fn hostile_host_fixture() {
       std::thread::sleep(Duration::from_millis(5));
     }
   }
+  // The words of the ring from this host (its reader's and Node's flags).
+  let region = SharedRegion::map(&region_fd, REGION_BYTES).expect("the region");
+  let from_host_word = |at: usize| {
+    // SAFETY: `at` is one of the layout's u32 words within the ring from
+    // the host, in the page-aligned region, mapped until the process ends.
+    unsafe { &*region.base().as_ptr().add(layout::FROM_HOST + at).cast::<std::sync::atomic::AtomicU32>() }
+  };
+  let acquire = std::sync::atomic::Ordering::Acquire;
   match hostile.split_once(':') {
     Some(("journal", hex)) => {
       let _ = journal.write_all(&bytes(hex));
       send(&mut channel, FromHost::JournalFull);
     }
+    // A frame for Node, written once the harness's reader sleeps and
+    // Node's main thread listens: the Node bell is all that is rung.
+    Some(("node", hex)) => {
+      while from_host_word(layout::READER_ASLEEP).load(acquire) == 0
+        || from_host_word(layout::NODE_LISTENS).load(acquire) == 0
+      {
+        std::thread::yield_now();
+      }
+      let _ = writer.write_all_for_node(&bytes(hex));
+    }
+    // The Node bell rung over and over for nothing, for as long as the
+    // harness listens to it; then a frame the harness refuses, which only
+    // its reader can read once it has stopped listening.
+    Some(("node-bell", "flood")) => {
+      while from_host_word(layout::NODE_LISTENS).load(acquire) != 0 {
+        // SAFETY: sends one byte of a live local on the bell's ringing end.
+        unsafe { libc::send(dsh_protocol::ring::NODE_BELL_FD, b"x".as_ptr().cast(), 1, libc::MSG_DONTWAIT) };
+      }
+      send(&mut channel, FromHost::Ready { protections });
+    }
     Some(("ring", attack)) => {
-      let region = SharedRegion::map(&region_fd, REGION_BYTES).expect("the region");
       let word = |at: usize| {
         // SAFETY: `at` is one of the layout's 8-aligned words within the
         // page-aligned region, which stays mapped until the process ends.
@@ -250,6 +278,12 @@ fn settings(executable: PathBuf) -> Settings {
 
 /// Submit `return 1` as run `run_id`, and wait for its end.
 fn run_one(supervisor: &Supervisor, run_id: u32) -> Completion {
+  submitted(supervisor, run_id).recv_timeout(Duration::from_secs(60)).expect("the run settles").expect("not refused")
+}
+
+/// Submit `return 1` as run `run_id`: its end comes on the receiver (None
+/// if it was refused).
+fn submitted(supervisor: &Supervisor, run_id: u32) -> mpsc::Receiver<Option<Completion>> {
   let (send, receive) = mpsc::channel();
   let deliver: Deliver = Box::new(move |end| {
     let _ = send.send(match end {
@@ -258,7 +292,15 @@ fn run_one(supervisor: &Supervisor, run_id: u32) -> Completion {
     });
   });
   supervisor.submit(run_id, "return 1".into(), r#"{"namespaces":[]}"#.into(), deliver).unwrap();
-  receive.recv_timeout(Duration::from_secs(60)).expect("the run settles").expect("not refused")
+  receive
+}
+
+/// Whether `fd` turns readable within `within` (as Node's poll of the Node
+/// bells would be woken).
+fn readable(fd: std::os::fd::RawFd, within: Duration) -> bool {
+  let mut poll = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+  // SAFETY: one valid pollfd for the call's duration.
+  unsafe { libc::poll(&mut poll, 1, within.as_millis() as libc::c_int) == 1 }
 }
 
 /// Run one program against a hostile host: how did the run end?
@@ -622,6 +664,62 @@ fn a_host_that_repeats_a_call_is_ended_and_the_tool_is_called_once() {
   assert_eq!((called[0].run_id, called[0].call_id, called[0].args.as_str()), (1, 0, "[]"));
   let stats = supervisor.stats();
   assert_eq!((stats.runs_reexecuted, stats.runs_lost_to_host_exits), (2, 1));
+  supervisor.shutdown();
+}
+
+/// A host's call rung on its Node bell, with its reader asleep, reaches
+/// the call outbox through a look at the bells (what Node's main thread
+/// does when its poll of them wakes it): the bells' set turns readable, the
+/// look takes the call, and the reader, never rung, has taken nothing.
+#[test]
+fn a_call_rung_on_the_node_bell_is_taken_by_a_look_at_the_bells() {
+  // Calls: one call of RUN, id 0, namespace 0, function 0, argument "[]".
+  let call = "1f0000000401000000RUN000000000000000000000000020000005b5d00000000";
+  let calls = Arc::new(CallOutbox::default());
+  let supervisor =
+    Supervisor::start(settings(hostile_host("node-bell-call", &format!("node:{call}"))), calls.clone()).unwrap();
+  let bells = supervisor.node_bells_fd().expect("the Node bells' set");
+  assert!(!readable(bells, Duration::ZERO));
+  supervisor.node_starts_listening();
+  let _run = submitted(&supervisor, 1);
+  assert!(readable(bells, Duration::from_secs(60)), "the Node bell never rang");
+  assert!(calls.drain().is_empty(), "the call reached the outbox before the look");
+  supervisor.node_bell_rang();
+  let called = calls.drain();
+  assert_eq!(called.len(), 1, "{called:?}");
+  assert_eq!((called[0].run_id, called[0].call_id, called[0].args.as_str()), (1, 0, "[]"));
+  assert!(!readable(bells, Duration::ZERO), "the look left the bell rung");
+  supervisor.shutdown();
+}
+
+/// A host that rings its Node bell over and over for nothing costs Node's
+/// main thread a bounded number of looks (`RingsInVain`), after which the
+/// harness stops listening to it; its reader still reads what it sends
+/// (here a frame that ends it). Each replacement host does the same.
+#[test]
+fn a_host_flooding_its_node_bell_is_no_longer_listened_to_after_bounded_looks() {
+  let supervisor =
+    Supervisor::start(settings(hostile_host("node-bell-flood", "node-bell:flood")), Arc::default()).unwrap();
+  let bells = supervisor.node_bells_fd().expect("the Node bells' set");
+  supervisor.node_starts_listening();
+  let run = submitted(&supervisor, 1);
+  let mut looks = 0u64;
+  let completion = loop {
+    if let Ok(end) = run.try_recv() {
+      break end.expect("not refused");
+    }
+    // A bounded wait, not a measure: the loop ends on the run's end.
+    if readable(bells, Duration::from_millis(50)) {
+      supervisor.node_bell_rang();
+      looks += 1;
+      // Three hosts ended under the run, each listened to for at most this many looks.
+      assert!(looks <= 3 * (RingsInVain::TOLERATED + 1), "{looks} looks");
+    }
+  };
+  let Completion::Failure { kind: FailureKind::WorkerExit, message } = completion else { panic!("{completion:?}") };
+  let message = String::from_utf16_lossy(&message);
+  assert!(message.starts_with("the isolate host broke the channel's protocol (ready twice)"), "{message}");
+  assert!(looks > RingsInVain::TOLERATED, "{looks} looks: the flood was never heard");
   supervisor.shutdown();
 }
 

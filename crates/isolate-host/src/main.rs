@@ -36,7 +36,7 @@ use dsh_isolate_host::run::{Recorded, RunEvents, RunJob};
 use dsh_isolate_host::scheduler::{Scheduler, Submission};
 use dsh_protocol::failure::StopReason;
 use dsh_protocol::frame::{ExecutionCost, FromHost, HistoryEnd, Reply, RunSeed, SplicedFrames, ToHost, JOURNAL_FD};
-use dsh_protocol::inbox::{Inbox, Next, Watching};
+use dsh_protocol::inbox::{short_enough_to_take, Inbox, Next, Watching};
 use dsh_protocol::ledger::{FailureKind, OutputLedger};
 use dsh_protocol::protections::Protection;
 use dsh_protocol::readings::Readings;
@@ -62,11 +62,24 @@ struct Channel {
 impl Channel {
   /// Send one frame: a call's long one-byte strings are written into the
   /// ring from where the call holds them, not copied into the frame first.
+  ///
+  /// A run's calls or its end (`FromHost::for_node`), in a frame short
+  /// enough for Node's main thread to take itself
+  /// (`inbox::short_enough_to_take`, in one piece), rings the Node bell
+  /// when that thread listens there (`RingWriter::write_all_for_node`): it
+  /// wakes the thread that acts on them, not the reader thread that would
+  /// wake it in turn.
   fn send(&self, message: &FromHost) {
     let mut frames = SplicedFrames::default();
     message.encode_spliced(&mut frames);
     let ring = lock(&self.ring);
-    if frames.pieces().any(|piece| ring.write_all(piece).is_err()) {
+    let for_node = message.for_node() && frames.spliced.is_empty() && short_enough_to_take(frames.bytes.len());
+    let written = if for_node {
+      ring.write_all_for_node(&frames.bytes).is_ok()
+    } else {
+      frames.pieces().all(|piece| ring.write_all(piece).is_ok())
+    };
+    if !written {
       gone();
     }
   }
@@ -216,7 +229,7 @@ fn main() {
     let answerer = inbox.clone();
     bridge.connect_replies(ReplyChannel {
       take_replies: Box::new(move |watching: &mut Watching| {
-        watching.try_take(&read_by_pumps, ToHost::REPLIES_TAG, |frame| {
+        watching.try_take(&read_by_pumps, &[ToHost::REPLIES_TAG], |frame| {
           match (ToHost::decode(frame), weak_bridge.upgrade()) {
             (Ok(ToHost::Replies(replies)), Some(bridge)) => deliver_replies(&bridge, replies),
             (Ok(_), _) | (_, None) => {}

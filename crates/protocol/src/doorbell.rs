@@ -71,40 +71,13 @@ impl Doorbell {
   /// a bell whose queue is full has rung anyway, and one a host broke
   /// wakes nobody but that host's own threads.
   pub fn ring(&self) {
-    let one = [1u8];
-    loop {
-      // SAFETY: sends the one byte of a live local on a socket this bell
-      // owns; MSG_DONTWAIT and MSG_NOSIGNAL: it neither waits nor raises
-      // SIGPIPE, whatever the descriptor's flags.
-      let sent = unsafe {
-        libc::send(self.ring_end.as_raw_fd(), one.as_ptr().cast(), one.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
-      };
-      if sent >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-        return;
-      }
-    }
+    ring_on(&self.ring_end);
   }
 
   /// Forget every ring so far, without waiting: how many were taken
   /// (datagrams), or an error for a bell that reads as ended.
   fn clear(&self) -> io::Result<usize> {
-    let mut byte = [0u8; 1];
-    let mut taken = 0;
-    loop {
-      // SAFETY: reads at most one byte into a live local from a socket
-      // this bell owns, without waiting (MSG_DONTWAIT).
-      let read = unsafe { libc::recv(self.wait_end.as_raw_fd(), byte.as_mut_ptr().cast(), 1, libc::MSG_DONTWAIT) };
-      match read {
-        1.. => taken += 1,
-        // An empty datagram is never sent here; a 0 is a shut-down bell.
-        0 => return Err(tampered()),
-        _ => match io::Error::last_os_error().kind() {
-          io::ErrorKind::Interrupted => {}
-          io::ErrorKind::WouldBlock => return Ok(taken),
-          _ => return Err(tampered()),
-        },
-      }
-    }
+    clear_on(&self.wait_end)
   }
 
   /// Whether the bell has rung since it was last cleared (clearing it).
@@ -146,6 +119,115 @@ impl Doorbell {
     }
     Ok(Woken::Rang)
   }
+}
+
+/// Send one ring (a one-byte datagram) on `end`, never waiting (see
+/// [`Doorbell::ring`]).
+fn ring_on(end: &OwnedFd) {
+  let one = [1u8];
+  loop {
+    // SAFETY: sends the one byte of a live local on a socket the caller
+    // owns; MSG_DONTWAIT and MSG_NOSIGNAL: it neither waits nor raises
+    // SIGPIPE, whatever the descriptor's flags.
+    let sent =
+      unsafe { libc::send(end.as_raw_fd(), one.as_ptr().cast(), one.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+    if sent >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+      return;
+    }
+  }
+}
+
+/// Take every ring waiting at `end` without waiting: how many, or an
+/// error for an end that reads as ended (see [`Doorbell::clear`]).
+fn clear_on(end: &OwnedFd) -> io::Result<usize> {
+  let mut byte = [0u8; 1];
+  let mut taken = 0;
+  loop {
+    // SAFETY: reads at most one byte into a live local from a socket the
+    // caller owns, without waiting (MSG_DONTWAIT).
+    let read = unsafe { libc::recv(end.as_raw_fd(), byte.as_mut_ptr().cast(), 1, libc::MSG_DONTWAIT) };
+    match read {
+      1.. => taken += 1,
+      // An empty datagram is never sent here; a 0 is a shut-down bell.
+      0 => return Err(tampered()),
+      _ => match io::Error::last_os_error().kind() {
+        io::ErrorKind::Interrupted => {}
+        io::ErrorKind::WouldBlock => return Ok(taken),
+        _ => return Err(tampered()),
+      },
+    }
+  }
+}
+
+/// A bell rung one way only: the side that rings holds its ringing end
+/// alone ([`BellRinger`]), the side that listens its listening end alone
+/// ([`BellListener`]). The Node bell (`ring::NODE_BELL_FD`) is one: a
+/// host rings it, Node's main thread listens, and a host, holding nothing
+/// of the listening end, can do nothing to it but ring it.
+pub fn one_way_bell() -> io::Result<(BellRinger, BellListener)> {
+  let bell = Doorbell::new()?;
+  Ok((BellRinger { end: bell.ring_end }, BellListener { end: bell.wait_end }))
+}
+
+/// The ringing end of a one-way bell (see [`one_way_bell`]).
+pub struct BellRinger {
+  end: OwnedFd,
+}
+
+impl BellRinger {
+  /// The ringing end a process was handed.
+  pub fn from_end(end: OwnedFd) -> BellRinger {
+    BellRinger { end }
+  }
+
+  /// The end, to hand to the process that rings.
+  pub fn end(&self) -> &OwnedFd {
+    &self.end
+  }
+
+  /// As [`Doorbell::ring`].
+  pub fn ring(&self) {
+    ring_on(&self.end);
+  }
+}
+
+/// The listening end of a one-way bell (see [`one_way_bell`]): readable
+/// (for `poll` or `epoll`) while a ring waits in it.
+pub struct BellListener {
+  end: OwnedFd,
+}
+
+impl BellListener {
+  /// The descriptor to poll.
+  pub fn fd(&self) -> std::os::fd::RawFd {
+    self.end.as_raw_fd()
+  }
+
+  /// Take the rings waiting, without waiting: how many (0 when none is).
+  /// Every datagram is a ring, an empty one too (the ringer may send any:
+  /// it is hostile). Takes at most [`BellListener::MOST_TAKEN`] at once, so a
+  /// flood costs one bounded look per call, never a loop without end; what
+  /// is left keeps the end readable for the next look.
+  pub fn take_rings(&self) -> usize {
+    let mut byte = [0u8; 1];
+    let mut taken = 0;
+    while taken < Self::MOST_TAKEN {
+      // SAFETY: reads at most one byte into a live local from a socket
+      // this end owns, without waiting (MSG_DONTWAIT).
+      let read = unsafe { libc::recv(self.end.as_raw_fd(), byte.as_mut_ptr().cast(), 1, libc::MSG_DONTWAIT) };
+      if read >= 0 {
+        taken += 1;
+      } else if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+        break;
+      }
+    }
+    taken
+  }
+
+  /// The most rings [`BellListener::take_rings`] takes at once: more than
+  /// the kernel queues on one bell (a few hundred datagrams), so that one
+  /// take empties it; a bound all the same.
+  pub const MOST_TAKEN: usize = 1024;
 }
 
 #[cfg(test)]
@@ -194,6 +276,40 @@ mod tests {
     let bell = Doorbell::new().unwrap();
     bell.try_clone().unwrap().ring();
     assert_eq!(bell.wait(&socket).unwrap(), Woken::Rang);
+  }
+
+  /// What the ringing side of a one-way bell can do to its listener: ring
+  /// it with empty or long datagrams (each one ring), flood it (one take
+  /// empties the queue), and shut its own end down (nothing changes on
+  /// the listening end).
+  #[test]
+  fn a_one_way_bell_counts_every_datagram_and_bounds_a_flood() {
+    let (ringer, listener) = one_way_bell().unwrap();
+    assert_eq!(listener.take_rings(), 0);
+    ringer.ring();
+    for len in [0usize, 1000] {
+      let bytes = vec![9u8; len];
+      // SAFETY: sends `len` bytes of a live local on a socket the test owns.
+      assert_eq!(unsafe { libc::send(ringer.end().as_raw_fd(), bytes.as_ptr().cast(), len, 0) }, len as isize);
+    }
+    assert_eq!(listener.take_rings(), 3);
+    assert_eq!(listener.take_rings(), 0);
+    // A flood fills the bell's queue, which the kernel bounds (a few
+    // hundred datagrams), under the most one take takes: one take empties it.
+    let mut sent = 0usize;
+    // SAFETY: sends one byte of a live local, without waiting.
+    while unsafe { libc::send(ringer.end().as_raw_fd(), b"x".as_ptr().cast(), 1, libc::MSG_DONTWAIT) } == 1 {
+      sent += 1;
+    }
+    assert!(sent > 0 && sent < BellListener::MOST_TAKEN, "{sent}");
+    assert_eq!(listener.take_rings(), sent);
+    assert_eq!(listener.take_rings(), 0);
+    // SAFETY: shutdown on a descriptor the test owns.
+    assert_eq!(unsafe { libc::shutdown(ringer.end().as_raw_fd(), libc::SHUT_RDWR) }, 0);
+    assert_eq!(listener.take_rings(), 0);
+    let mut poll = libc::pollfd { fd: listener.fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd, no wait.
+    assert_eq!(unsafe { libc::poll(&mut poll, 1, 0) }, 0, "a shut ringer made the listener readable");
   }
 
   /// What a host holding copies of both ends can do to a bell.

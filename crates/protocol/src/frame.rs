@@ -870,6 +870,16 @@ impl FromHost {
   /// The tag of [`FromHost::Calls`], which the harness's main thread,
   /// waiting for a run's next call, may take off the channel itself (`inbox`).
   pub const CALLS_TAG: u8 = CALLS;
+  /// The tags of the frames Node's main thread acts on itself (a run's
+  /// calls, whose tools it runs; a run's end, whose promise it settles):
+  /// woken by the Node bell for them (`ring::RingWriter::write_all_for_node`),
+  /// it takes them off the channel itself.
+  pub const FOR_NODE_TAGS: [u8; 2] = [CALLS, FINISHED];
+
+  /// Whether this message's tag is one of [`FromHost::FOR_NODE_TAGS`].
+  pub fn for_node(&self) -> bool {
+    matches!(self, FromHost::Calls(_) | FromHost::Finished { .. })
+  }
 
   /// Whether this message travels on the journal (see the module doc);
   /// every other one travels on the channel. One on the wrong stream breaks

@@ -47,6 +47,12 @@ use crate::text::BlockFrame;
 /// peeked and read again.
 pub const MAX_TAKEN_BYTES: usize = 64 * 1024;
 
+/// Whether a frame of `wire_bytes` on the wire (its length field counted)
+/// is short enough for a waiting thread to take.
+pub const fn short_enough_to_take(wire_bytes: usize) -> bool {
+  wire_bytes <= MAX_TAKEN_BYTES + 4
+}
+
 /// How much the owner reads at once: many small frames (a flood of log
 /// entries) cost one read, not one each.
 const READ_CHUNK: usize = 256 * 1024;
@@ -297,6 +303,14 @@ impl Inbox {
     }
   }
 
+  /// Say whether this side's Node main thread listens on the Node bell
+  /// (`ring::RingReader::say_node_listens`); a socket has none.
+  pub fn say_node_listens(&self, heard: bool) {
+    if let Source::Ring(ring) = &self.source {
+      ring.say_node_listens(heard);
+    }
+  }
+
   /// The owner: wait until a whole frame is here, then move it into
   /// `frame` under the lock, which the returned guard holds until the
   /// frame has been handled. An error ends the channel (a frame too long, a
@@ -394,20 +408,20 @@ impl Inbox {
   }
 
   /// A waiting thread: if the frame at the head of the stream is here
-  /// whole, is tagged `tag` and is at most [`MAX_TAKEN_BYTES`], take it and
+  /// whole, is tagged one of `tags` and is at most [`MAX_TAKEN_BYTES`], take it and
   /// hand its tag and fields to `handle` under the lock; else leave
   /// everything as it is (and, on a ring, wake its sleeping owner for what
   /// is there: `RingReader::nudge`). Never blocks. Returns whether a frame
   /// was taken. A thread that spins on this calls it through [`Watching`].
-  pub fn try_take(&self, tag: u8, handle: impl FnOnce(&[u8])) -> bool {
-    let taken = self.take_if_there(tag, handle);
+  pub fn try_take(&self, tags: &[u8], handle: impl FnOnce(&[u8])) -> bool {
+    let taken = self.take_if_there(tags, handle);
     if let (false, Source::Ring(ring)) = (taken, &self.source) {
       ring.nudge();
     }
     taken
   }
 
-  fn take_if_there(&self, tag: u8, handle: impl FnOnce(&[u8])) -> bool {
+  fn take_if_there(&self, tags: &[u8], handle: impl FnOnce(&[u8])) -> bool {
     let mut reading = match self.reading.try_lock() {
       Ok(reading) => reading,
       Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
@@ -417,7 +431,7 @@ impl Inbox {
     // What the owner has read comes first: the head of the stream is there.
     if !reading.unhandled().is_empty() {
       let Ok(Some(len)) = reading.whole_frame() else { return false };
-      if reading.unhandled()[4] != tag || len > MAX_TAKEN_BYTES {
+      if !tags.contains(&reading.unhandled()[4]) || len > MAX_TAKEN_BYTES {
         return false;
       }
       // Consumed before it is handled (consuming moves only the indices,
@@ -432,7 +446,7 @@ impl Inbox {
     // this thread), then the whole frame.
     let mut header = [0u8; 5];
     match self.source.read_now(&mut header, true) {
-      Ok(5) if header[4] == tag => {}
+      Ok(5) if tags.contains(&header[4]) => {}
       _ => return false,
     }
     // A frame too long to take (an invalid length included), or not all
@@ -492,14 +506,14 @@ pub struct Watching {
 
 impl Watching {
   /// [`Inbox::try_take`] on `inbox`, watched from now until the spin ends.
-  pub fn try_take(&mut self, inbox: &Arc<Inbox>, tag: u8, handle: impl FnOnce(&[u8])) -> bool {
+  pub fn try_take(&mut self, inbox: &Arc<Inbox>, tags: &[u8], handle: impl FnOnce(&[u8])) -> bool {
     if !self.inboxes.iter().any(|watched| Arc::ptr_eq(watched, inbox)) {
       if let Source::Ring(ring) = &inbox.source {
         ring.watch();
       }
       self.inboxes.push(inbox.clone());
     }
-    inbox.try_take(tag, handle)
+    inbox.try_take(tags, handle)
   }
 }
 
@@ -581,11 +595,11 @@ mod tests {
   fn a_waiting_thread_takes(mut writer: Writer, inbox: Inbox) {
     let calls_tag = FromHost::CALLS_TAG;
     // Nothing there: nothing taken.
-    assert!(!inbox.try_take(calls_tag, |_| panic!("nothing was sent")));
+    assert!(!inbox.try_take(&[calls_tag], |_| panic!("nothing was sent")));
     // Another kind at the head: left for the owner, and so is what follows.
     writer.write_all(&frame_of(&FromHost::Started { run_id: 1 })).unwrap();
     writer.write_all(&frame_of(&calls(1))).unwrap();
-    assert!(!inbox.try_take(calls_tag, |_| panic!("not at the head")));
+    assert!(!inbox.try_take(&[calls_tag], |_| panic!("not at the head")));
     let mut frame = Vec::new();
     match inbox.next(&mut frame).unwrap() {
       Next::Frame(_guard) => assert_eq!(FromHost::decode(&frame).unwrap(), FromHost::Started { run_id: 1 }),
@@ -593,14 +607,14 @@ mod tests {
     }
     // Now the calls are at the head: taken whole, decoded by the taker.
     let mut taken = None;
-    assert!(inbox.try_take(calls_tag, |frame| taken = Some(FromHost::decode(frame).unwrap())));
+    assert!(inbox.try_take(&[calls_tag], |frame| taken = Some(FromHost::decode(frame).unwrap())));
     assert_eq!(taken, Some(calls(1)));
     // Half a frame: not taken; once the rest is there, taken.
     let whole = frame_of(&calls(2));
     writer.write_all(&whole[..7]).unwrap();
-    assert!(!inbox.try_take(calls_tag, |_| panic!("half a frame")));
+    assert!(!inbox.try_take(&[calls_tag], |_| panic!("half a frame")));
     writer.write_all(&whole[7..]).unwrap();
-    assert!(inbox.try_take(calls_tag, |frame| assert_eq!(FromHost::decode(frame).unwrap(), calls(2))));
+    assert!(inbox.try_take(&[calls_tag], |frame| assert_eq!(FromHost::decode(frame).unwrap(), calls(2))));
     // The longest frame a waiting thread takes (with its header, longer
     // than a ring's piece, `ring::PIECE_BYTES`): taken whole.
     let calls_of = |args: String| {
@@ -619,7 +633,7 @@ mod tests {
     let bytes = frame_of(&longest);
     assert_eq!(bytes.len(), MAX_TAKEN_BYTES + 4);
     writer.write_all(&bytes).unwrap();
-    assert!(inbox.try_take(calls_tag, |frame| assert_eq!(FromHost::decode(frame).unwrap(), longest)));
+    assert!(inbox.try_take(&[calls_tag], |frame| assert_eq!(FromHost::decode(frame).unwrap(), longest)));
     // A frame too large to take stays for the owner, who reads it whole.
     let large = frame_of(&FromHost::Calls(vec![BindingCall {
       run_id: 3,
@@ -665,11 +679,11 @@ mod tests {
     assert!(matches!(inbox.next(&mut frame).unwrap(), Next::Frame(_)));
     assert_eq!(FromHost::decode(&frame).unwrap(), FromHost::Started { run_id: 1 });
     // The calls behind it are taken from what the owner kept, in order.
-    assert!(inbox.try_take(FromHost::CALLS_TAG, |frame| assert_eq!(FromHost::decode(frame).unwrap(), calls(1))));
-    assert!(!inbox.try_take(FromHost::CALLS_TAG, |_| panic!("a log entry is at the head")));
+    assert!(inbox.try_take(&[FromHost::CALLS_TAG], |frame| assert_eq!(FromHost::decode(frame).unwrap(), calls(1))));
+    assert!(!inbox.try_take(&[FromHost::CALLS_TAG], |_| panic!("a log entry is at the head")));
     assert!(matches!(inbox.next(&mut frame).unwrap(), Next::Frame(_)));
     assert_eq!(FromHost::decode(&frame).unwrap(), log);
-    assert!(inbox.try_take(FromHost::CALLS_TAG, |frame| assert_eq!(FromHost::decode(frame).unwrap(), calls(2))));
+    assert!(inbox.try_take(&[FromHost::CALLS_TAG], |frame| assert_eq!(FromHost::decode(frame).unwrap(), calls(2))));
     drop(writer);
     assert!(matches!(inbox.next(&mut frame).unwrap(), Next::Ended));
   }
@@ -784,13 +798,13 @@ mod tests {
     for (mut writer, inbox) in inboxes() {
       // A header claiming 4 GiB, tagged as the waiting thread's kind.
       writer.write_all(&[0xff, 0xff, 0xff, 0xff, FromHost::CALLS_TAG, 1, 2, 3]).unwrap();
-      assert!(!inbox.try_take(FromHost::CALLS_TAG, |_| panic!("a hostile length")));
+      assert!(!inbox.try_take(&[FromHost::CALLS_TAG], |_| panic!("a hostile length")));
       assert!(inbox.next(&mut frame).is_err());
     }
     // And an empty frame (length 0) is refused by the owner too.
     for (mut writer, inbox) in inboxes() {
       writer.write_all(&[0, 0, 0, 0, ToHost::REPLIES_TAG]).unwrap();
-      assert!(!inbox.try_take(ToHost::REPLIES_TAG, |_| panic!("an empty frame")));
+      assert!(!inbox.try_take(&[ToHost::REPLIES_TAG], |_| panic!("an empty frame")));
       assert!(inbox.next(&mut frame).is_err());
     }
   }

@@ -33,7 +33,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::doorbell::{Doorbell, Woken};
+use crate::doorbell::{one_way_bell, BellListener, BellRinger, Doorbell, Woken};
 use crate::shared_region::SharedRegion;
 
 /// Bytes of data each way: a power of two (an index's position is its low
@@ -102,11 +102,16 @@ pub mod layout {
   /// own threads off that CPU (the host: `cpu_placement.rs`); nothing else
   /// reads it, and the harness never reads the host's.
   pub const WRITER_CPU: usize = 256;
+  /// Non-zero while the reading side's Node main thread listens on the
+  /// Node bell (the reader's, a u32; the harness writes it in the ring
+  /// from the host): a writer then rings that bell, not the data bell,
+  /// for a frame of calls (see [`RingWriter::write_all_for_node`](super::RingWriter::write_all_for_node)).
+  pub const NODE_LISTENS: usize = 320;
   /// Where a ring's data starts.
   pub const DATA: usize = PAGE;
 }
 
-use layout::{DATA, FROM_HOST, HEAD, READER_ASLEEP, TAIL, TO_HOST, WRITER_ASLEEP, WRITER_CPU};
+use layout::{DATA, FROM_HOST, HEAD, NODE_LISTENS, READER_ASLEEP, TAIL, TO_HOST, WRITER_ASLEEP, WRITER_CPU};
 
 const _: () = assert!(RING_DATA_BYTES.is_power_of_two() && RING_DATA_BYTES >= PAGE);
 
@@ -114,14 +119,16 @@ const _: () = assert!(RING_DATA_BYTES.is_power_of_two() && RING_DATA_BYTES >= PA
 /// socket at 0 and the journal at `frame::JOURNAL_FD`): the region, then
 /// for each ring the bell its reader waits on (bytes came) and the bell its
 /// writer waits on (room came), each bell two descriptors: the end rings
-/// are sent on, then the end its sleeper polls (`doorbell.rs`).
+/// are sent on, then the end its sleeper polls (`doorbell.rs`); then the
+/// Node bell's ringing end alone (its listening end stays in the harness).
 pub const REGION_FD: i32 = crate::frame::JOURNAL_FD + 1;
 pub const TO_HOST_DATA_FD: i32 = REGION_FD + 1;
 pub const TO_HOST_ROOM_FD: i32 = REGION_FD + 3;
 pub const FROM_HOST_DATA_FD: i32 = REGION_FD + 5;
 pub const FROM_HOST_ROOM_FD: i32 = REGION_FD + 7;
+pub const NODE_BELL_FD: i32 = FROM_HOST_ROOM_FD + 2;
 /// The last descriptor the harness hands a host.
-pub const LAST_HANDED_FD: i32 = FROM_HOST_ROOM_FD + 1;
+pub const LAST_HANDED_FD: i32 = NODE_BELL_FD;
 /// How many descriptors the channel's rings hand a host.
 pub const HANDED_FDS: usize = (LAST_HANDED_FD - REGION_FD + 1) as usize;
 
@@ -276,6 +283,17 @@ pub struct RingReader {
 }
 
 impl RingReader {
+  /// Say whether this side's Node main thread listens on the Node bell
+  /// (see [`layout::NODE_LISTENS`]). Once it stops, the caller looks at the
+  /// ring again (a take through `inbox::Watching`, which wakes the owner
+  /// for what it leaves): a writer that saw it listening just before it
+  /// stopped rang the Node bell for bytes nobody else was told of.
+  pub fn say_node_listens(&self, heard: bool) {
+    self.ring.word32(NODE_LISTENS).store(u32::from(heard), Ordering::SeqCst);
+    // Ordered before the caller's next look at HEAD (see `publish`).
+    fence(Ordering::SeqCst);
+  }
+
   /// The CPU the writer was on when it last published (see
   /// [`layout::WRITER_CPU`]): whatever the other side wrote there.
   pub fn writer_cpu(&self) -> u32 {
@@ -445,6 +463,9 @@ pub struct RingWriter {
   head: AtomicU64,
   /// The reader's TAIL as last seen: it may only move forwards.
   tail_seen: AtomicU64,
+  /// The Node bell's ringing end: a host's writer has it (the harness
+  /// hands it at [`NODE_BELL_FD`]), the harness's has none.
+  node_bell: Option<BellRinger>,
 }
 
 impl RingWriter {
@@ -470,6 +491,32 @@ impl RingWriter {
   /// when none fits; `BrokenPipe` once a wait has found the reader gone
   /// (bytes written before that are lost with it, as a socket's would be).
   pub fn write_now(&self, bytes: &[u8]) -> io::Result<usize> {
+    self.publish(bytes, false)
+  }
+
+  /// Write all of `frame`, a frame of calls whole, waiting for room as
+  /// needed, as [`RingWriter::write_all`]; but the publish that completes
+  /// it rings the Node bell instead of the data bell when the reading
+  /// side's Node main thread listens there ([`layout::NODE_LISTENS`]): that
+  /// thread takes the calls itself, and the reader thread, which would
+  /// only have passed them on to it, sleeps on. Earlier parts of a frame
+  /// that does not fit in one publish ring as any bytes do.
+  pub fn write_all_for_node(&self, mut frame: &[u8]) -> io::Result<()> {
+    while !frame.is_empty() {
+      let completes = frame.len() <= PIECE_BYTES;
+      match self.publish(frame, completes) {
+        Ok(written) => frame = &frame[written..],
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock => self.wait()?,
+        Err(error) => return Err(error),
+      }
+    }
+    Ok(())
+  }
+
+  /// [`RingWriter::write_now`], ringing the Node bell rather than the
+  /// data bell (when it is heard) if `calls` and the publish takes all of
+  /// `bytes`.
+  fn publish(&self, bytes: &[u8], calls: bool) -> io::Result<usize> {
     if bytes.is_empty() {
       return Ok(0);
     }
@@ -491,11 +538,17 @@ impl RingWriter {
     // stored as a CPU no reader is on.
     let cpu = unsafe { libc::sched_getcpu() };
     self.ring.word32(WRITER_CPU).store(cpu as u32, Ordering::Relaxed);
-    // Ordered before the flag's load (the reader stores its flag, then
-    // loads HEAD): one of the two sees the other.
+    // Ordered before the flags' loads (the reader stores its flag, then
+    // loads HEAD; the harness, ceasing to listen on the Node bell, clears
+    // NODE_LISTENS, then looks at HEAD): one of the two sees the other.
     fence(Ordering::SeqCst);
     if self.ring.word32(READER_ASLEEP).load(Ordering::Relaxed) != 0 {
-      self.ring.data.ring();
+      match &self.node_bell {
+        Some(bell) if calls && count == bytes.len() && self.ring.word32(NODE_LISTENS).load(Ordering::Relaxed) != 0 => {
+          bell.ring()
+        }
+        _ => self.ring.data.ring(),
+      }
     }
     Ok(count)
   }
@@ -627,7 +680,7 @@ impl RingEnds {
         owner_asleep: AtomicBool::new(false),
         nudged_at: AtomicU64::new(u64::MAX),
       },
-      writer: RingWriter { ring: outgoing, head: AtomicU64::new(0), tail_seen: AtomicU64::new(0) },
+      writer: RingWriter { ring: outgoing, head: AtomicU64::new(0), tail_seen: AtomicU64::new(0), node_bell: None },
     })
   }
 }
@@ -637,6 +690,7 @@ impl RingEnds {
 pub struct Handed {
   region: OwnedFd,
   bells: Doorbells,
+  node_bell: BellRinger,
 }
 
 impl Handed {
@@ -657,6 +711,7 @@ impl Handed {
       (from_host_data_wait.as_raw_fd(), FROM_HOST_DATA_FD + 1),
       (from_host_room.as_raw_fd(), FROM_HOST_ROOM_FD),
       (from_host_room_wait.as_raw_fd(), FROM_HOST_ROOM_FD + 1),
+      (self.node_bell.end().as_raw_fd(), NODE_BELL_FD),
     ]
   }
 }
@@ -684,13 +739,15 @@ impl Doorbells {
 
 impl RingEnds {
   /// The harness: a new shared channel beside `socket` (the harness's end
-  /// of the channel's socket pair), its ends here, and what to hand the
-  /// host (closed on exec here: the host gets them at their fixed numbers).
-  pub fn create(socket: UnixStream) -> io::Result<(RingEnds, Handed)> {
+  /// of the channel's socket pair), its ends here, what to hand the host
+  /// (closed on exec here: the host gets them at their fixed numbers), and
+  /// the listening end of its Node bell, which stays here.
+  pub fn create(socket: UnixStream) -> io::Result<(RingEnds, Handed, BellListener)> {
     let (region, fd) = SharedRegion::create(REGION_BYTES)?;
     let bells = Doorbells::new()?;
-    let handed = Handed { region: fd, bells: bells.copies()? };
-    Ok((RingEnds::new(Side::Harness, Arc::new(region), bells, socket)?, handed))
+    let (node_bell, listener) = one_way_bell()?;
+    let handed = Handed { region: fd, bells: bells.copies()?, node_bell };
+    Ok((RingEnds::new(Side::Harness, Arc::new(region), bells, socket)?, handed, listener))
   }
 
   /// A host: its ends of the shared channel the harness handed it at the
@@ -713,7 +770,9 @@ impl RingEnds {
       from_host_data: bell(FROM_HOST_DATA_FD),
       from_host_room: bell(FROM_HOST_ROOM_FD),
     };
-    RingEnds::new(Side::Host, Arc::new(region), bells, socket)
+    let mut ends = RingEnds::new(Side::Host, Arc::new(region), bells, socket)?;
+    ends.writer.node_bell = Some(BellRinger::from_end(take(NODE_BELL_FD)));
+    Ok(ends)
   }
 }
 
@@ -1036,6 +1095,61 @@ pub(crate) mod tests {
     assert_eq!(read_exactly(reader, 2), b"cd");
     host.writer.write_all(b"e").unwrap();
     assert!(rang());
+  }
+
+  /// Frames for Node ring the Node bell, not the data bell, exactly while
+  /// the reading side says its Node main thread listens and nobody watches
+  /// the ring; bytes of any other write, and a long frame's first parts,
+  /// ring the data bell as before.
+  #[test]
+  fn frames_for_node_ring_the_node_bell_while_node_listens() {
+    let (harness, mut host, _fd) = channel();
+    let (ringer, listener) = one_way_bell().unwrap();
+    host.writer.node_bell = Some(ringer);
+    let reader = &harness.reader;
+    let data_rang = || reader.ring.data.rang();
+    let node_rang = || listener.take_rings() > 0;
+    let drain = |len| assert_eq!(read_exactly(reader, len).len(), len);
+    // The owner asleep, nobody watching (wait()'s first steps).
+    let sleep = || {
+      reader.owner_asleep.store(true, Ordering::SeqCst);
+      reader.unwatch();
+    };
+    let wake = || {
+      reader.watch();
+      reader.owner_asleep.store(false, Ordering::SeqCst);
+    };
+    sleep();
+    // Node not listening: the data bell.
+    host.writer.write_all_for_node(b"call").unwrap();
+    assert!(data_rang() && !node_rang());
+    reader.say_node_listens(true);
+    host.writer.write_all_for_node(b"call").unwrap();
+    assert!(node_rang() && !data_rang(), "a frame for Node rang the data bell while Node listened");
+    // Any other write rings the data bell.
+    host.writer.write_all(b"log").unwrap();
+    assert!(data_rang() && !node_rang());
+    // A frame longer than a publish: its first part wakes the reader (Node
+    // takes only a frame whole), its last the Node bell.
+    wake();
+    drain(4 + 4 + 3);
+    sleep();
+    let long = vec![7u8; PIECE_BYTES + 10];
+    host.writer.write_all_for_node(&long).unwrap();
+    assert!(data_rang() && node_rang());
+    // Someone watching (the linger, a look at a ring): no bell at all.
+    reader.watch();
+    host.writer.write_all_for_node(b"call").unwrap();
+    assert!(!data_rang() && !node_rang());
+    reader.unwatch();
+    // ...until it stops watching with the bytes unread: the owner is woken.
+    assert!(data_rang());
+    // Node stops listening: the data bell again.
+    reader.say_node_listens(false);
+    host.writer.write_all_for_node(b"call").unwrap();
+    assert!(data_rang() && !node_rang());
+    wake();
+    drain(long.len() + 8);
   }
 
   #[test]
