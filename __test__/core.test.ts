@@ -342,6 +342,27 @@ describe('abort and disposal', () => {
     await expect(m.runtime.run({ program: 'return 1', bindings: [] })).rejects.toThrow(/after disposal/)
   })
 
+  it('a tool that disposes of its runtime while it is called ends its run as disposed, and Node goes on', async () => {
+    // The call reaches the tool from Node's main thread woken by the host
+    // (the Node bell), inside the addon's own call into JS: disposal then
+    // closes what that call is still using, once it returns.
+    const m = await mount({})
+    let disposed: Promise<void> | undefined
+    const bindings = tools({
+      stop: () => {
+        disposed = m.dispose()
+        return 1
+      },
+    })
+    const result = await m.run('await new Promise((r) => setTimeout(r, 20)); return await tools.stop({})', { bindings })
+    expect(result).toEqual({ logs: [], error: { kind: 'abort', message: 'runtime disposed' } })
+    await disposed
+    await expect(m.runtime.run({ program: 'return 1', bindings: [] })).rejects.toThrow(/after disposal/)
+    const other = await mount({})
+    expect(await other.run('return await tools.one({})', { bindings: tools({ one: async () => 1 }) })).toEqual({ logs: [], value: 1 })
+    await other.dispose()
+  })
+
   it('a second provider in one context fails the way cordis fails it, leaking nothing', async () => {
     // The runtime's own threads (named dsh-*) and isolate hosts (child
     // processes of this one): Node's other threads (libuv, V8's platform,

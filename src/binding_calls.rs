@@ -4,6 +4,8 @@
 //! the outbox the reader threads fill, and the threadsafe function that
 //! wakes the main thread ONCE per batch: while a wake-up is pending,
 //! further calls only join the outbox, and the wake-up carries them all.
+//! Calls the main thread takes itself when a host's Node bell wakes it
+//! (`node_bell.rs`) it hands to JS at once ([`OnCallsHere`]).
 
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -260,11 +262,191 @@ pub type BindingCallBatch = FnArgs<(BindingCallIds, BindingCallArgs)>;
 
 pub fn binding_call_batch(outbox: &Weak<CallOutbox>) -> BindingCallBatch {
   let calls = outbox.upgrade().map(|outbox| outbox.drain()).unwrap_or_default();
+  FnArgs::from(batch_of(calls))
+}
+
+/// A batch's two arguments: the ids (`BINDING_CALL_IDS` per call), then
+/// the arguments.
+fn batch_of(calls: Vec<BindingCall>) -> (BindingCallIds, BindingCallArgs) {
   let mut ids = Vec::with_capacity(calls.len() * BINDING_CALL_IDS as usize);
   for call in &calls {
     ids.extend([call.run_id, call.call_id, call.namespace, call.function]);
   }
-  FnArgs::from((BindingCallIds(ids), BindingCallArgs(calls)))
+  (BindingCallIds(ids), BindingCallArgs(calls))
+}
+
+thread_local! {
+  /// This thread (Node's main thread, in the Node bell's poll callback)
+  /// hands the calls it queues to JS itself once it has taken them
+  /// ([`OnCallsHere`]): [`CallOutbox::push`] sends no wake-up for them.
+  static HANDS_CALLS_ITSELF: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `onCalls`, called straight from Node's main thread outside any JS turn
+/// (the Node bell's poll callback: `node_bell.rs`), in a callback scope of
+/// its own (`napi_make_callback`: the microtasks its calls queue run when
+/// it returns, as after the threadsafe function's call). A call taken
+/// there would otherwise cost the thread a second wake-up, the threadsafe
+/// function's, and a turn of its event loop. Made, used and released on
+/// that thread only.
+pub struct OnCallsHere {
+  env: sys::napi_env,
+  /// A strong reference to `onCalls`; null once released.
+  function: std::cell::Cell<sys::napi_ref>,
+  /// The async context the calls run in (for async hooks).
+  context: std::cell::Cell<sys::napi_async_context>,
+  /// `onCalls` is running (a tool it called may dispose of the runtime,
+  /// which releases this: the release then waits until the call returns,
+  /// since napi_make_callback still uses the context).
+  calling: std::cell::Cell<bool>,
+  release_pending: std::cell::Cell<bool>,
+}
+
+impl Drop for OnCallsHere {
+  fn drop(&mut self) {
+    self.release();
+  }
+}
+
+impl OnCallsHere {
+  pub fn new(env: &Env, on_calls: &Function<BindingCallBatch, Unknown<'static>>) -> Result<OnCallsHere> {
+    let raw = env.raw();
+    let mut function = std::ptr::null_mut();
+    // SAFETY: `on_calls` is a live function of this env, on its thread;
+    // napi writes the new reference into the local.
+    check_status!(unsafe { sys::napi_create_reference(raw, on_calls.value().value, 1, &mut function) })?;
+    let name = env.create_string("dsh-code-runtime-v8 calls")?;
+    let mut context = std::ptr::null_mut();
+    // SAFETY: a live string of this env names the context; a null resource
+    // asks napi for an empty object; napi writes the context.
+    let made = check_status!(unsafe { sys::napi_async_init(raw, std::ptr::null_mut(), name.raw(), &mut context) });
+    if let Err(error) = made {
+      // SAFETY: the reference made above, released once.
+      unsafe { sys::napi_delete_reference(raw, function) };
+      return Err(error);
+    }
+    Ok(OnCallsHere {
+      env: raw,
+      function: std::cell::Cell::new(function),
+      context: std::cell::Cell::new(context),
+      calling: std::cell::Cell::new(false),
+      release_pending: std::cell::Cell::new(false),
+    })
+  }
+
+  /// Run `take` (which queues calls in `outbox` without waking anyone),
+  /// then hand what it queued to `onCalls` now. Once released, `take`
+  /// runs as any other taker: its calls wake the threadsafe function.
+  pub fn take_and_hand(&self, outbox: &CallOutbox, take: impl FnOnce()) {
+    let function = self.function.get();
+    if function.is_null() {
+      take();
+      return;
+    }
+    /// Clears the flag however `take` ends (a panic is caught by the
+    /// poll's callback): a flag left set would keep later calls from JS.
+    struct Handing;
+    impl Drop for Handing {
+      fn drop(&mut self) {
+        HANDS_CALLS_ITSELF.with(|flag| flag.set(false));
+      }
+    }
+    HANDS_CALLS_ITSELF.with(|flag| flag.set(true));
+    let handing = Handing;
+    take();
+    drop(handing);
+    let calls = outbox.drain_taken_here();
+    if calls.is_empty() {
+      return;
+    }
+    // SAFETY: on the env's own thread, outside any JS turn, with the
+    // env alive (this is released before it is torn down); every value
+    // made lives in the handle scope opened here and closed below.
+    unsafe {
+      let mut scope = std::ptr::null_mut();
+      if sys::napi_open_handle_scope(self.env, &mut scope) != sys::Status::napi_ok {
+        outbox.requeue(calls);
+        return;
+      }
+      if let Err(calls) = self.call(calls) {
+        outbox.requeue(calls);
+      }
+      sys::napi_close_handle_scope(self.env, scope);
+    }
+  }
+
+  /// Call `onCalls` with `calls`; the calls back when it could not be
+  /// reached (for the threadsafe function to hand over). A batch that
+  /// cannot be made into JS values is lost here as it would be there.
+  ///
+  /// # Safety
+  /// In an open handle scope of the env, on its thread, outside JS.
+  unsafe fn call(&self, calls: Vec<BindingCall>) -> std::result::Result<(), Vec<BindingCall>> {
+    // SAFETY: the caller's promise; each value is made in its scope.
+    unsafe {
+      let mut function = std::ptr::null_mut();
+      let mut receiver = std::ptr::null_mut();
+      if sys::napi_get_reference_value(self.env, self.function.get(), &mut function) != sys::Status::napi_ok
+        || function.is_null()
+        // napi_make_callback takes an object as `this` (undefined is
+        // refused); `onCalls` is an arrow function, which ignores it.
+        || sys::napi_get_global(self.env, &mut receiver) != sys::Status::napi_ok
+      {
+        return Err(calls);
+      }
+      let (ids, args) = batch_of(calls);
+      let (Ok(ids), Ok(args)) =
+        (BindingCallIds::to_napi_value(self.env, ids), BindingCallArgs::to_napi_value(self.env, args))
+      else {
+        return Ok(());
+      };
+      let argv = [ids, args];
+      let mut result = std::ptr::null_mut();
+      self.calling.set(true);
+      let status = sys::napi_make_callback(
+        self.env,
+        self.context.get(),
+        receiver,
+        function,
+        argv.len(),
+        argv.as_ptr(),
+        &mut result,
+      );
+      self.calling.set(false);
+      if self.release_pending.replace(false) {
+        self.release();
+      }
+      if status == sys::Status::napi_pending_exception {
+        // `onCalls` never throws; should it, Node reports it as it would
+        // a throw in the threadsafe function's call.
+        let mut error = std::ptr::null_mut();
+        if sys::napi_get_and_clear_last_exception(self.env, &mut error) == sys::Status::napi_ok {
+          sys::napi_fatal_exception(self.env, error);
+        }
+      }
+      Ok(())
+    }
+  }
+
+  /// Let go of `onCalls` and the context (on the env's thread, while it
+  /// lives: the Node bell's listener does so as it closes, before the
+  /// env's teardown ends); a second call does nothing.
+  pub fn release(&self) {
+    if self.calling.get() {
+      self.release_pending.set(true);
+      return;
+    }
+    let function = self.function.replace(std::ptr::null_mut());
+    let context = self.context.replace(std::ptr::null_mut());
+    if !function.is_null() {
+      // SAFETY: made in `new` for this env, released once (the cells are
+      // null from now on), on the env's thread.
+      unsafe {
+        sys::napi_delete_reference(self.env, function);
+        sys::napi_async_destroy(self.env, context);
+      }
+    }
+  }
 }
 
 /// The harness's side of the bridge: a wake-up that hands Node's main thread the
@@ -286,6 +468,8 @@ pub type TakeCalls = Box<dyn Fn(&mut Watching) + Send + Sync>;
 #[derive(Default)]
 struct Queued {
   calls: Vec<BindingCall>,
+  /// Calls Node's main thread took and hands to JS itself ([`OnCallsHere`]).
+  taken_here: Vec<BindingCall>,
   /// A wake-up is on its way to the main thread; no need to send another.
   wake_pending: bool,
 }
@@ -319,6 +503,12 @@ impl CallOutbox {
   /// Queue calls a host sent (its reader thread, or the lingering main thread), waking the main thread
   /// unless a wake-up is already on its way.
   pub fn push(&self, calls: Vec<BindingCall>) {
+    if HANDS_CALLS_ITSELF.with(std::cell::Cell::get) {
+      // Node's main thread, which hands them to JS once it has taken
+      // them ([`OnCallsHere`]).
+      lock(&self.queued).taken_here.extend(calls);
+      return;
+    }
     let wake = {
       let mut queued = lock(&self.queued);
       queued.calls.extend(calls);
@@ -330,6 +520,27 @@ impl CallOutbox {
         wake_node();
       }
     }
+  }
+
+  /// The calls Node's main thread queued to hand to JS itself, with every
+  /// call queued before them (so that calls keep their order).
+  fn drain_taken_here(&self) -> Vec<BindingCall> {
+    let mut queued = lock(&self.queued);
+    let mut calls = std::mem::take(&mut queued.calls);
+    calls.append(&mut queued.taken_here);
+    // A wake-up already sent finds nothing, and hands JS an empty batch.
+    self.calls_waiting.store(false, Ordering::Relaxed);
+    calls
+  }
+
+  /// Calls that could not be handed to JS here after all: queued as any
+  /// other, with a wake-up.
+  fn requeue(&self, calls: Vec<BindingCall>) {
+    let mut queued = lock(&self.queued);
+    let later = std::mem::replace(&mut queued.calls, calls);
+    queued.calls.extend(later);
+    drop(queued);
+    self.push(Vec::new());
   }
 
   /// Take every queued call (the main thread, once woken).

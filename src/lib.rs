@@ -34,8 +34,8 @@ use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 
 use crate::binding_calls::{
-  binding_call_batch, BindingCallBatch, CallOutbox, JsReplyText, NodeWake, REPLY_IDS, REPLY_JSON, REPLY_REJECT,
-  REPLY_TEXT,
+  binding_call_batch, BindingCallBatch, CallOutbox, JsReplyText, NodeWake, OnCallsHere, REPLY_IDS, REPLY_JSON,
+  REPLY_REJECT, REPLY_TEXT,
 };
 use crate::config_keys::NativeConfig;
 use crate::node_bell::NodeListener;
@@ -227,6 +227,7 @@ impl NativeRuntime {
 
     let calls = Arc::new(CallOutbox::default());
     let weak_calls = Arc::downgrade(&calls);
+    let on_calls_here = OnCallsHere::new(&env, &on_calls)?;
     let wake: NodeWake = on_calls
       .build_threadsafe_function::<()>()
       .weak::<true>()
@@ -243,7 +244,7 @@ impl NativeRuntime {
         supervisor.take_calls(watching);
       }
     }));
-    let listener = listen_on_node_bells(&env, &supervisor).map(Rc::new);
+    let listener = listen_on_node_bells(&env, &supervisor, &calls, on_calls_here).map(Rc::new);
     let core = Arc::new(Core { supervisor, calls, disposed: AtomicBool::new(false), max_output_bytes });
     // At environment teardown (process exit, worker exit) stop every run
     // and host: no host may outlive the environment that owns it; and no
@@ -382,20 +383,30 @@ impl NativeRuntime {
 }
 
 /// Node's main thread polling `supervisor`'s Node bells on `env`'s loop,
-/// with the hosts told to ring them; None where it cannot (see
+/// with the hosts told to ring them, and handing the calls a ring brings
+/// to `onCalls` at once (`on_calls_here`); None where it cannot (see
 /// [`NodeListener::start`]).
-fn listen_on_node_bells(env: &Env, supervisor: &Arc<Supervisor>) -> Option<NodeListener> {
+fn listen_on_node_bells(
+  env: &Env,
+  supervisor: &Arc<Supervisor>,
+  calls: &Arc<CallOutbox>,
+  on_calls_here: OnCallsHere,
+) -> Option<NodeListener> {
   let fd = supervisor.node_bells_fd()?;
   let (rang, stopped) = (Arc::downgrade(supervisor), Arc::downgrade(supervisor));
+  let calls = calls.clone();
+  let on_calls_here = Rc::new(on_calls_here);
+  let released = on_calls_here.clone();
   let listener = NodeListener::start(
     env,
     fd,
     Box::new(move || {
       if let Some(supervisor) = rang.upgrade() {
-        supervisor.node_bell_rang();
+        on_calls_here.take_and_hand(&calls, || supervisor.node_bell_rang());
       }
     }),
     Box::new(move || {
+      released.release();
       if let Some(supervisor) = stopped.upgrade() {
         supervisor.node_stops_listening();
       }
