@@ -287,15 +287,36 @@ impl Supervisor {
   /// reader would have. Never blocks on a reader.
   pub fn take_calls(&self, watching: &mut Watching) {
     let hosts = lock(&self.hosts).clone();
-    for host in hosts {
-      let mut violation = None;
-      watching.try_take(&host.inbox, &[FromHost::CALLS_TAG], |frame| {
-        violation = self.receive_frame(&host, frame, false).err();
-      });
-      if let Some(error) = violation {
-        host.kill(HostEnd::ProtocolViolation(error));
-      }
+    for host in &hosts {
+      self.take_frames(watching, host, &[FromHost::CALLS_TAG], 1);
     }
+  }
+
+  /// A thread awake for them (Node's main thread, lingering or rung by a
+  /// Node bell): take the frames tagged one of `tags` whole at the head of
+  /// `host`'s channel, at most `most`, and handle them as its reader
+  /// would: calls into the call outbox, any other after what the host
+  /// wrote to its journal before it. A frame that breaks the protocol ends
+  /// the host. Whether any was taken.
+  pub(super) fn take_frames(&self, watching: &mut Watching, host: &Arc<Host>, tags: &[u8], most: usize) -> bool {
+    let mut taken = 0;
+    let mut violation = None;
+    while taken < most
+      && violation.is_none()
+      && watching.try_take(&host.inbox, tags, |frame| {
+        let journal_first = match frame.first() {
+          Some(&tag) if tag != FromHost::CALLS_TAG => read_journal(self, host, &mut Vec::new()),
+          _ => Ok(()),
+        };
+        violation = journal_first.and_then(|()| self.receive_frame(host, frame, false)).err();
+      })
+    {
+      taken += 1;
+    }
+    if let Some(error) = violation {
+      host.kill(HostEnd::ProtocolViolation(error));
+    }
+    taken > 0
   }
 }
 

@@ -9,10 +9,7 @@ use dsh_protocol::frame::FromHost;
 use dsh_protocol::inbox::Watching;
 use dsh_protocol::lock::lock;
 
-use crate::host_process::HostEnd;
-
 use super::host_life::Host;
-use super::inbound::read_journal;
 use super::Supervisor;
 
 /// The most frames one ring makes Node's main thread take off a host's
@@ -107,28 +104,9 @@ impl Supervisor {
   }
 
   /// Take the frames for Node (`FromHost::FOR_NODE_TAGS`) whole at the
-  /// head of `host`'s channel, at most [`FRAMES_PER_RING`], and handle
-  /// them as its reader would: calls into the call outbox, a run's end
-  /// after what the host wrote to its journal before it. Whether any was
-  /// taken.
+  /// head of `host`'s channel, at most [`FRAMES_PER_RING`] (see
+  /// [`Supervisor::take_frames`]). Whether any was taken.
   fn take_for_node(&self, watching: &mut Watching, host: &Arc<Host>) -> bool {
-    let mut taken = 0;
-    let mut violation = None;
-    while taken < FRAMES_PER_RING
-      && violation.is_none()
-      && watching.try_take(&host.inbox, &FromHost::FOR_NODE_TAGS, |frame| {
-        let journal_first = match frame.first() {
-          Some(&tag) if tag != FromHost::CALLS_TAG => read_journal(self, host, &mut Vec::new()),
-          _ => Ok(()),
-        };
-        violation = journal_first.and_then(|()| self.receive_frame(host, frame, false)).err();
-      })
-    {
-      taken += 1;
-    }
-    if let Some(error) = violation {
-      host.kill(HostEnd::ProtocolViolation(error));
-    }
-    taken > 0
+    self.take_frames(watching, host, &FromHost::FOR_NODE_TAGS, FRAMES_PER_RING)
   }
 }

@@ -63,7 +63,7 @@ impl Channel {
   /// Send one frame: a call's long one-byte strings are written into the
   /// ring from where the call holds them, not copied into the frame first.
   ///
-  /// A run's calls or its end (`FromHost::for_node`), in a frame short
+  /// A run's calls or its end (`FromHost::FOR_NODE_TAGS`), in a frame short
   /// enough for Node's main thread to take itself
   /// (`inbox::short_enough_to_take`, in one piece), rings the Node bell
   /// when that thread listens there (`RingWriter::write_all_for_node`): it
@@ -73,7 +73,10 @@ impl Channel {
     let mut frames = SplicedFrames::default();
     message.encode_spliced(&mut frames);
     let ring = lock(&self.ring);
-    let for_node = message.for_node() && frames.spliced.is_empty() && short_enough_to_take(frames.bytes.len());
+    // The frame's tag follows its length.
+    let for_node = frames.bytes.get(4).is_some_and(|tag| FromHost::FOR_NODE_TAGS.contains(tag))
+      && frames.spliced.is_empty()
+      && short_enough_to_take(frames.bytes.len());
     let written = if for_node {
       ring.write_all_for_node(&frames.bytes).is_ok()
     } else {

@@ -876,11 +876,6 @@ impl FromHost {
   /// it takes them off the channel itself.
   pub const FOR_NODE_TAGS: [u8; 2] = [CALLS, FINISHED];
 
-  /// Whether this message's tag is one of [`FromHost::FOR_NODE_TAGS`].
-  pub fn for_node(&self) -> bool {
-    matches!(self, FromHost::Calls(_) | FromHost::Finished { .. })
-  }
-
   /// Whether this message travels on the journal (see the module doc);
   /// every other one travels on the channel. One on the wrong stream breaks
   /// the protocol.

@@ -105,7 +105,7 @@ pub mod layout {
   /// Non-zero while the reading side's Node main thread listens on the
   /// Node bell (the reader's, a u32; the harness writes it in the ring
   /// from the host): a writer then rings that bell, not the data bell,
-  /// for a frame of calls (see [`RingWriter::write_all_for_node`](super::RingWriter::write_all_for_node)).
+  /// for a frame for Node (see [`RingWriter::write_all_for_node`](super::RingWriter::write_all_for_node)).
   pub const NODE_LISTENS: usize = 320;
   /// Where a ring's data starts.
   pub const DATA: usize = PAGE;
@@ -494,29 +494,22 @@ impl RingWriter {
     self.publish(bytes, false)
   }
 
-  /// Write all of `frame`, a frame of calls whole, waiting for room as
-  /// needed, as [`RingWriter::write_all`]; but the publish that completes
-  /// it rings the Node bell instead of the data bell when the reading
-  /// side's Node main thread listens there ([`layout::NODE_LISTENS`]): that
-  /// thread takes the calls itself, and the reader thread, which would
-  /// only have passed them on to it, sleeps on. Earlier parts of a frame
-  /// that does not fit in one publish ring as any bytes do.
-  pub fn write_all_for_node(&self, mut frame: &[u8]) -> io::Result<()> {
-    while !frame.is_empty() {
-      let completes = frame.len() <= PIECE_BYTES;
-      match self.publish(frame, completes) {
-        Ok(written) => frame = &frame[written..],
-        Err(error) if error.kind() == io::ErrorKind::WouldBlock => self.wait()?,
-        Err(error) => return Err(error),
-      }
-    }
-    Ok(())
+  /// Write all of `frame`, a frame for Node's main thread whole
+  /// (`FromHost::FOR_NODE_TAGS`), as [`RingWriter::write_all`]; but the
+  /// publish that completes it rings the Node bell instead of the data
+  /// bell when the reading side's Node main thread listens there
+  /// ([`layout::NODE_LISTENS`]): that thread takes the frame itself, and
+  /// the reader thread, which would only have passed it on, sleeps on.
+  /// Earlier parts of a frame that does not fit in one publish ring as any
+  /// bytes do.
+  pub fn write_all_for_node(&self, frame: &[u8]) -> io::Result<()> {
+    self.write_all_ringing(frame, true)
   }
 
   /// [`RingWriter::write_now`], ringing the Node bell rather than the
-  /// data bell (when it is heard) if `calls` and the publish takes all of
-  /// `bytes`.
-  fn publish(&self, bytes: &[u8], calls: bool) -> io::Result<usize> {
+  /// data bell (when it is heard) if `for_node` and the publish takes all
+  /// of `bytes`.
+  fn publish(&self, bytes: &[u8], for_node: bool) -> io::Result<usize> {
     if bytes.is_empty() {
       return Ok(0);
     }
@@ -544,7 +537,9 @@ impl RingWriter {
     fence(Ordering::SeqCst);
     if self.ring.word32(READER_ASLEEP).load(Ordering::Relaxed) != 0 {
       match &self.node_bell {
-        Some(bell) if calls && count == bytes.len() && self.ring.word32(NODE_LISTENS).load(Ordering::Relaxed) != 0 => {
+        Some(bell)
+          if for_node && count == bytes.len() && self.ring.word32(NODE_LISTENS).load(Ordering::Relaxed) != 0 =>
+        {
           bell.ring()
         }
         _ => self.ring.data.ring(),
@@ -555,9 +550,15 @@ impl RingWriter {
 
   /// Write all of `bytes`, waiting for room as needed; `BrokenPipe` once
   /// the reader has gone.
-  pub fn write_all(&self, mut bytes: &[u8]) -> io::Result<()> {
+  pub fn write_all(&self, bytes: &[u8]) -> io::Result<()> {
+    self.write_all_ringing(bytes, false)
+  }
+
+  /// Write all of `bytes`, each publish as [`RingWriter::publish`] says
+  /// with `for_node`.
+  fn write_all_ringing(&self, mut bytes: &[u8], for_node: bool) -> io::Result<()> {
     while !bytes.is_empty() {
-      match self.write_now(bytes) {
+      match self.publish(bytes, for_node) {
         Ok(written) => bytes = &bytes[written..],
         Err(error) if error.kind() == io::ErrorKind::WouldBlock => self.wait()?,
         Err(error) => return Err(error),
