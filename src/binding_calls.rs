@@ -459,11 +459,12 @@ pub type NodeWake = ThreadsafeFunction<(), Unknown<'static>, BindingCallBatch, S
 /// The host's wake-up: asks Node's main thread to come and take the outbox.
 pub type WakeNode = Box<dyn Fn() + Send + Sync>;
 
-/// Takes the calls waiting whole at the head of the hosts' channels into
-/// the outbox (the supervisor's `take_calls`), for the main thread's linger,
-/// with the linger's [`Watching`] (the hosts' reader threads are not woken
-/// for what it takes).
-pub type TakeCalls = Box<dyn Fn(&mut Watching) + Send + Sync>;
+/// Takes the frames for Node waiting whole at the head of the hosts'
+/// channels (calls into the outbox, runs' ends) for the main thread's
+/// linger (the supervisor's `take_for_linger`), with the linger's
+/// [`Watching`] (the hosts' reader threads are not woken for what it
+/// takes). Whether it took any.
+pub type TakeForLinger = Box<dyn Fn(&mut Watching) -> bool + Send + Sync>;
 
 #[derive(Default)]
 struct Queued {
@@ -483,8 +484,8 @@ pub struct CallOutbox {
   /// Set once, right after construction: the wake-up carries the outbox
   /// (weakly), so the outbox cannot be handed it at construction.
   wake_node: OnceLock<WakeNode>,
-  /// Set once, when the supervisor exists (see [`TakeCalls`]).
-  take_calls: OnceLock<TakeCalls>,
+  /// Set once, when the supervisor exists (see [`TakeForLinger`]).
+  take_for_linger: OnceLock<TakeForLinger>,
   spin: LingerSpin,
 }
 
@@ -494,10 +495,10 @@ impl CallOutbox {
     let _ = self.wake_node.set(wake_node);
   }
 
-  /// Let the linger take calls off the hosts' channels; a second call is
+  /// Let the linger take frames off the hosts' channels; a second call is
   /// ignored.
-  pub fn connect_take_calls(&self, take_calls: TakeCalls) {
-    let _ = self.take_calls.set(take_calls);
+  pub fn connect_take_for_linger(&self, take_for_linger: TakeForLinger) {
+    let _ = self.take_for_linger.set(take_for_linger);
   }
 
   /// Queue calls a host sent (its reader thread, or the lingering main thread), waking the main thread
@@ -561,26 +562,41 @@ impl CallOutbox {
       return;
     }
     // While it waits, it reads the hosts' channels itself: a call found
-    // there needs no reader thread woken to pass it on.
+    // there needs no reader thread woken to pass it on, and the run's end,
+    // when the run ends instead of calling again, no Node bell rung. Either
+    // ends the wait.
     let mut watching = Watching::default();
     self.spin.wait_for(|| {
-      if let Some(take_calls) = self.take_calls.get() {
-        take_calls(&mut watching);
-      }
-      self.calls_waiting.load(Ordering::Acquire)
+      let taken = self.take_for_linger.get().is_some_and(|take| take(&mut watching));
+      taken || self.calls_waiting.load(Ordering::Acquire)
     });
   }
 }
 
 /// How long the main thread, having answered, stays awake for the
-/// program's next call before returning to its event loop (where it would
-/// sleep and need waking). The wait is bounded, never runs JS, and backs
-/// off when it keeps missing (programs that compute between calls, or a
-/// round trip longer than the wait), so it holds the harness's event loop
-/// for about this per answered batch: past it, only the handling of one
-/// batch of calls it took off a channel (which takes the supervisor's
-/// lock, held by others only briefly).
-const LINGER_SPIN: Duration = Duration::from_micros(30);
+/// program's next call (or its end) before returning to its event loop
+/// (where it would sleep and need waking). The wait is bounded, never runs
+/// JS, and backs off when it keeps missing (programs that compute between
+/// calls, or a round trip longer than the wait), so it holds the harness's
+/// event loop for about this per answered batch: past it, only the
+/// handling of one frame per host it took off a channel (which takes the
+/// supervisor's lock, held by others only briefly).
+///
+/// The time from an answer to the run's next call (the reply's crossing,
+/// the pump's turn, the program's next step) is ~10-20 us for most calls
+/// of a run on a 2-vCPU VM, with a tail of 30-60 us (~12% of a chain of
+/// sequential calls, measured with a histogram of the linger's hits). At
+/// 30 us that tail made runs alternate between two states: a run whose
+/// misses came close together backed off, its main thread then slept
+/// between calls and each call woke it (~37 us more on this VM), and the
+/// whole run stayed there: 1000 sequential calls took 22-30 us a call in
+/// about half the runs and 60-110 us in the rest. At 60 us ~97% of the
+/// waits hit and every run took 23-27 us a call; Code Mode shaped runs, 6
+/// calls, gaps between runs and the main thread's busy time per run
+/// measured alike (paired, alternating run by run); 100 us measured no
+/// better than 60, and a longer linger holds longer a CPU that the host's
+/// threads may need on a machine of two.
+const LINGER_SPIN: Duration = Duration::from_micros(60);
 
 /// The main thread's adaptive wait for the next call (see [`LINGER_SPIN`]).
 /// After `n` consecutive misses the next `2^n - 1` (at most 63) answered

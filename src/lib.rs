@@ -239,10 +239,8 @@ impl NativeRuntime {
     let supervisor =
       Supervisor::start(settings, calls.clone()).map_err(|message| Error::new(Status::GenericFailure, message))?;
     let weak_supervisor = Arc::downgrade(&supervisor);
-    calls.connect_take_calls(Box::new(move |watching| {
-      if let Some(supervisor) = weak_supervisor.upgrade() {
-        supervisor.take_calls(watching);
-      }
+    calls.connect_take_for_linger(Box::new(move |watching| {
+      weak_supervisor.upgrade().is_some_and(|supervisor| supervisor.take_for_linger(watching))
     }));
     let listener = listen_on_node_bells(&env, &supervisor, &calls, on_calls_here).map(Rc::new);
     let core = Arc::new(Core { supervisor, calls, disposed: AtomicBool::new(false), max_output_bytes });
@@ -333,9 +331,9 @@ impl NativeRuntime {
     Ok(self.core.supervisor.reply(replies))
   }
 
-  /// Wait briefly, awake, for an answered run's next call (at most 30 us,
-  /// backing off when calls do not follow), so that its wake-up does not
-  /// find this thread asleep. Call it between event-loop turns
+  /// Wait briefly, awake, for an answered run's next call or its end (at
+  /// most `LINGER_SPIN`, backing off when neither follows), so that its
+  /// wake-up does not find this thread asleep. Call it between event-loop turns
   /// (`setImmediate`), never inside the turn that answered.
   #[napi]
   pub fn linger(&self) {

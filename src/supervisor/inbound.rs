@@ -281,15 +281,20 @@ impl Supervisor {
     stopped(&StopReason::HostEnded { end, loss: HostLoss::Diverged(divergence) }, &self.settings.config)
   }
 
-  /// Node's main thread, lingering for a run's next call: take the calls
-  /// that are at the head of a host's channel, whole, off the channel
-  /// itself (`dsh_protocol::inbox`), into the call outbox, as the host's
-  /// reader would have. Never blocks on a reader.
-  pub fn take_calls(&self, watching: &mut Watching) {
+  /// Node's main thread, lingering for a run's next call: take the frames
+  /// for Node (a run's calls, into the call outbox; a run's end) that are
+  /// at the head of a host's channel, whole, off the channel itself
+  /// (`dsh_protocol::inbox`), one per host, as the host's reader would
+  /// have. Never blocks on a reader. Whether any was taken: the run
+  /// answered last may have ended instead of calling again, and a linger
+  /// that took its end has nothing left to wait for.
+  pub fn take_for_linger(&self, watching: &mut Watching) -> bool {
     let hosts = lock(&self.hosts).clone();
+    let mut taken = false;
     for host in &hosts {
-      self.take_frames(watching, host, &[FromHost::CALLS_TAG], 1);
+      taken |= self.take_frames(watching, host, &FromHost::FOR_NODE_TAGS, 1);
     }
+    taken
   }
 
   /// A thread awake for them (Node's main thread, lingering or rung by a

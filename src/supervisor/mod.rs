@@ -212,11 +212,11 @@ pub struct Supervisor {
   changed: Condvar,
   calls: Arc<CallOutbox>,
   thread: Mutex<Option<JoinHandle<()>>>,
-  /// The hosts alive, for the main thread's [`Supervisor::take_calls`]
+  /// The hosts alive, for the main thread's [`Supervisor::take_for_linger`]
   /// (apart from the state, whose lock a reader may hold a while). Lock
   /// order: `state` before `hosts` (`start_host`), and an inbox's lock
   /// before `state` (a frame's handling): so `hosts` is never held while an
-  /// inbox or the state is taken (`take_calls` copies the list first).
+  /// inbox or the state is taken (`take_for_linger` copies the list first).
   hosts: Mutex<Vec<Arc<Host>>>,
   /// The hosts' Node bells, for Node's main thread to poll (`node_bell.rs`);
   /// None where the set could not be made (the readers pass every call on).

@@ -6,6 +6,7 @@ use dsh_protocol::doorbell::Doorbell;
 use dsh_protocol::failure::Divergence;
 use dsh_protocol::frame::{BindingCall, ExecutionCost, FromHost, HostStats};
 use dsh_protocol::history::Identity;
+use dsh_protocol::inbox::Watching;
 use dsh_protocol::out_of_band::RawString;
 use dsh_protocol::protections::Protection;
 use dsh_protocol::ring::{layout, REGION_BYTES, RING_DATA_BYTES};
@@ -689,6 +690,36 @@ fn a_call_rung_on_the_node_bell_is_taken_by_a_look_at_the_bells() {
   assert_eq!(called.len(), 1, "{called:?}");
   assert_eq!((called[0].run_id, called[0].call_id, called[0].args.as_str()), (1, 0, "[]"));
   assert!(!readable(bells, Duration::ZERO), "the look left the bell rung");
+  supervisor.shutdown();
+}
+
+/// Node's main thread, lingering after an answer, takes what its run sends
+/// next off the channel itself, one frame per look: a call, or the run's
+/// end instead of another call (which ends the run without its reader).
+/// The host writes both for Node once the reader sleeps, so only the Node
+/// bell rings; the test waits for that ring, then looks as the linger does.
+#[test]
+fn a_lingering_main_thread_takes_a_call_and_the_runs_end_itself() {
+  let call = "1f0000000401000000RUN000000000000000000000000020000005b5d00000000";
+  let end = hex_of(&finished(Completion::Value("7".into())));
+  let calls = Arc::new(CallOutbox::default());
+  let supervisor =
+    Supervisor::start(settings(hostile_host("linger-takes", &format!("node:{call}{end}"))), calls.clone()).unwrap();
+  let bells = supervisor.node_bells_fd().expect("the Node bells' set");
+  supervisor.node_starts_listening();
+  let run = submitted(&supervisor, 1);
+  assert!(readable(bells, Duration::from_secs(60)), "the Node bell never rang");
+  let mut watching = Watching::default();
+  assert!(supervisor.take_for_linger(&mut watching), "the call was not taken");
+  let called = calls.drain();
+  assert_eq!(called.len(), 1, "{called:?}");
+  assert_eq!((called[0].run_id, called[0].call_id), (1, 0));
+  assert!(run.try_recv().is_err(), "the run ended before its end was taken");
+  assert!(supervisor.take_for_linger(&mut watching), "the run's end was not taken");
+  let completion = run.try_recv().expect("the look ended the run").expect("not refused");
+  assert!(matches!(&completion, Completion::Value(value) if value == "7"), "{completion:?}");
+  assert!(!supervisor.take_for_linger(&mut watching), "a third frame was taken");
+  drop(watching);
   supervisor.shutdown();
 }
 
