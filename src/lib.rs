@@ -367,6 +367,7 @@ impl NativeRuntime {
   #[napi(ts_return_type = "Promise<void>")]
   pub fn dispose<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
     let (deferred, promise) = env.create_deferred::<(), Resolver<()>>()?;
+    self.core.supervisor.begin_disposal();
     if let Some(listener) = &self.listener {
       listener.close();
     }

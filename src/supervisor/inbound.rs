@@ -144,7 +144,11 @@ impl Supervisor {
         if let Some(record) = state.runs.get_mut(&run_id) {
           record.cost.execution = Some(cost);
         }
-        let with = self.finished_as(&mut state, run_id, completion);
+        let with = if state.disposing {
+          stopped(&StopReason::Disposed, &self.settings.config)
+        } else {
+          self.finished_as(&mut state, run_id, completion)
+        };
         let delivery = self.finish(&mut state, run_id, with);
         self.admit(&mut state);
         drop(state);

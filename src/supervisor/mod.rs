@@ -163,7 +163,11 @@ struct State {
   /// What the last host to become ready said it has in effect.
   protections: Option<Protections>,
   hosts_recycled: u64,
+  /// Disposal has begun ([`Supervisor::begin_disposal`]): no run is taken,
+  /// and every run recorded ends `abort: runtime disposed`.
   disposing: bool,
+  /// The hosts have been told to stop ([`Supervisor::shutdown`]).
+  hosts_told_to_stop: bool,
   finished: bool,
   stats_requests: StatsRequests,
   /// CPU, disposals and memory returns of the hosts that have ended.
@@ -321,6 +325,10 @@ impl Supervisor {
   /// Abort a run: on its host, or here if it waits in the queue.
   pub fn abort(&self, run_id: u32, reason: Vec<u16>) {
     let mut state = lock(&self.state);
+    // Disposal ends every run it finds, as disposed.
+    if state.disposing {
+      return;
+    }
     let Some(record) = state.runs.get(&run_id) else { return };
     if let Some(host) = record.host.and_then(|generation| state.host(generation)).cloned() {
       host.send(&ToHost::Abort { run_id, reason: reason.clone() });
@@ -418,12 +426,24 @@ impl Supervisor {
     lock(&self.state).outcomes.count(completion);
   }
 
+  /// Disposal begins, as `dispose()` is called (on Node's main thread,
+  /// before it returns): from now on no run is taken, and every run still
+  /// queued or live ends `abort: runtime disposed`, whatever its host
+  /// reports after this. Without it a result crossing as disposal begins
+  /// (a tool that disposes of its runtime, then answers) would race the
+  /// hosts' stop. [`Supervisor::shutdown`] does the rest.
+  pub fn begin_disposal(&self) {
+    lock(&self.state).disposing = true;
+  }
+
   /// Dispose: runs in the queue end `abort: runtime disposed`, each host
-  /// stops its runs (each reports its result) and exits, or is killed after
-  /// a grace period; returns once every host thread is done.
+  /// stops its runs and exits, or is killed after a grace period, and
+  /// every run it held ends the same; returns once every host thread is
+  /// done.
   pub fn shutdown(&self) {
     let mut state = lock(&self.state);
-    if !state.disposing {
+    if !state.hosts_told_to_stop {
+      state.hosts_told_to_stop = true;
       state.disposing = true;
       let mut pending: Vec<u32> = state.pending.drain(..).collect();
       pending.extend(state.pending_alone.drain(..));

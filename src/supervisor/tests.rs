@@ -723,6 +723,27 @@ fn a_lingering_main_thread_takes_a_call_and_the_runs_end_itself() {
   supervisor.shutdown();
 }
 
+/// A live run whose result crosses after disposal has begun ends as
+/// disposed, as the contract says of every run live at disposal: the host
+/// writes the run's value only once the harness listens, which the test
+/// has it do after `begin_disposal`.
+#[test]
+fn a_result_that_crosses_once_disposal_has_begun_ends_its_run_as_disposed() {
+  let end = hex_of(&finished(Completion::Value("7".into())));
+  let supervisor =
+    Supervisor::start(settings(hostile_host("disposal-races", &format!("node:{end}"))), Arc::default()).unwrap();
+  let bells = supervisor.node_bells_fd().expect("the Node bells' set");
+  let run = submitted(&supervisor, 1);
+  supervisor.begin_disposal();
+  supervisor.node_starts_listening();
+  assert!(readable(bells, Duration::from_secs(60)), "the Node bell never rang");
+  supervisor.node_bell_rang();
+  let completion = run.try_recv().expect("the look ended the run").expect("not refused");
+  let Completion::Failure { kind: FailureKind::Abort, message } = completion else { panic!("{completion:?}") };
+  assert_eq!(String::from_utf16_lossy(&message), "runtime disposed");
+  supervisor.shutdown();
+}
+
 /// A host that rings its Node bell over and over for nothing costs Node's
 /// main thread a bounded number of looks (`RingsInVain`), after which the
 /// harness stops listening to it; its reader still reads what it sends
