@@ -60,12 +60,14 @@ export declare class NativeRuntime {
    */
   reply(ids: Uint32Array, texts: Array<string>): boolean
   /**
-   * Wait briefly, awake, for an answered run's next call (at most 30 us,
-   * backing off when calls do not follow), so that its wake-up does not
-   * find this thread asleep. Call it between event-loop turns
-   * (`setImmediate`), never inside the turn that answered.
+   * Wait briefly, awake, for an answered run's next call or its end (at
+   * most `LINGER_SPIN`, backing off when neither follows), so that its
+   * wake-up does not find this thread asleep. Call it between event-loop
+   * turns (`setImmediate`), never inside the turn that answered. Returns
+   * the calls waiting as it ends, `[ids, args]` as `onCalls` takes them,
+   * for the caller to hand to `onCalls` itself (undefined when none).
    */
-  linger(): void
+  linger(): [Uint32Array, Array<string | string[]>] | undefined
   /**
    * A result for a run that fails before it starts (a pre-aborted signal),
    * through the same output ledger as every other result.

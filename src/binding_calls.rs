@@ -275,11 +275,48 @@ fn batch_of(calls: Vec<BindingCall>) -> (BindingCallIds, BindingCallArgs) {
   (BindingCallIds(ids), BindingCallArgs(calls))
 }
 
+/// The calls a linger took ([`CallOutbox::linger`]), handed back to JS as
+/// the linger's result: `[ids, args]`, as `onCalls` takes them.
+pub struct LingeredCalls(Vec<BindingCall>);
+
+impl ToNapiValue for LingeredCalls {
+  // Unsafe only because the trait is; napi-rs calls it on the JS thread.
+  unsafe fn to_napi_value(raw_env: sys::napi_env, calls: Self) -> Result<sys::napi_value> {
+    let env = Env::from_raw(raw_env);
+    let (ids, args) = batch_of(calls.0);
+    let mut batch = env.create_array(2)?;
+    // SAFETY: on the JS thread, as this function is.
+    batch.set(0, unsafe { BindingCallIds::to_napi_value(raw_env, ids) }?)?;
+    // SAFETY: as above.
+    batch.set(1, unsafe { BindingCallArgs::to_napi_value(raw_env, args) }?)?;
+    Ok(batch.raw())
+  }
+}
+
 thread_local! {
-  /// This thread (Node's main thread, in the Node bell's poll callback)
-  /// hands the calls it queues to JS itself once it has taken them
-  /// ([`OnCallsHere`]): [`CallOutbox::push`] sends no wake-up for them.
+  /// This thread (Node's main thread, in the Node bell's poll callback or
+  /// its linger) hands the calls it queues to JS itself once it has taken
+  /// them ([`OnCallsHere`], [`CallOutbox::linger`]): [`CallOutbox::push`]
+  /// sends no wake-up for them.
   static HANDS_CALLS_ITSELF: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// While it lives, this thread hands the calls it queues to JS itself
+/// (see [`HANDS_CALLS_ITSELF`]); dropped however the take ends (a flag
+/// left set would keep later calls from JS).
+struct HandingCallsItself;
+
+impl HandingCallsItself {
+  fn start() -> HandingCallsItself {
+    HANDS_CALLS_ITSELF.with(|flag| flag.set(true));
+    HandingCallsItself
+  }
+}
+
+impl Drop for HandingCallsItself {
+  fn drop(&mut self) {
+    HANDS_CALLS_ITSELF.with(|flag| flag.set(false));
+  }
 }
 
 /// `onCalls`, called straight from Node's main thread outside any JS turn
@@ -343,16 +380,8 @@ impl OnCallsHere {
       take();
       return;
     }
-    /// Clears the flag however `take` ends (a panic is caught by the
-    /// poll's callback): a flag left set would keep later calls from JS.
-    struct Handing;
-    impl Drop for Handing {
-      fn drop(&mut self) {
-        HANDS_CALLS_ITSELF.with(|flag| flag.set(false));
-      }
-    }
-    HANDS_CALLS_ITSELF.with(|flag| flag.set(true));
-    let handing = Handing;
+    // Cleared however `take` ends (a panic is caught by the poll's callback).
+    let handing = HandingCallsItself::start();
     take();
     drop(handing);
     let calls = outbox.drain_taken_here();
@@ -557,19 +586,27 @@ impl CallOutbox {
   /// call's wake-up finds it awake instead of asleep in its event loop. Run
   /// after the turn ends (not inside it), so each call is still taken in a
   /// turn of its own and the harness's other work interleaves with them.
-  pub fn linger(&self) {
+  /// Returns the calls queued when it ends, which the caller hands to JS
+  /// itself (the turn it runs in is theirs): queued for the threadsafe
+  /// function, each would cost the thread a wake-up of its own and a turn
+  /// of its loop.
+  pub fn linger(&self) -> Option<LingeredCalls> {
     if !spinning_helps() {
-      return;
+      return None;
     }
     // While it waits, it reads the hosts' channels itself: a call found
     // there needs no reader thread woken to pass it on, and the run's end,
     // when the run ends instead of calling again, no Node bell rung. Either
     // ends the wait.
     let mut watching = Watching::default();
+    let handing = HandingCallsItself::start();
     self.spin.wait_for(|| {
       let taken = self.take_for_linger.get().is_some_and(|take| take(&mut watching));
       taken || self.calls_waiting.load(Ordering::Acquire)
     });
+    drop(handing);
+    let calls = self.drain_taken_here();
+    (!calls.is_empty()).then_some(LingeredCalls(calls))
   }
 }
 
@@ -633,6 +670,7 @@ impl LingerSpin {
 mod tests {
   use super::*;
   use std::cell::Cell;
+  use std::sync::Arc;
 
   /// How many of `answers` waits consulted `ready` (i.e. were not skipped).
   fn waits(spin: &LingerSpin, answers: usize, ready: bool) -> usize {
@@ -658,5 +696,61 @@ mod tests {
     waits(&spin, skipped, true);
     assert_eq!(waits(&spin, 1, true), 1);
     assert_eq!(waits(&spin, 50, true), 50);
+  }
+
+  fn call(run_id: u32, call_id: u32) -> BindingCall {
+    BindingCall {
+      run_id,
+      call_id,
+      namespace: 0,
+      function: 0,
+      args: "[]".into(),
+      paths: String::new(),
+      strings: Vec::new(),
+    }
+  }
+
+  /// The calls a linger finds come back as its result, after the calls a
+  /// reader queued before them, with no wake-up sent for those it took;
+  /// calls queued after it wake the main thread as before. (With one CPU
+  /// the linger does not wait, and there is nothing to test.)
+  #[test]
+  fn a_linger_hands_back_the_calls_it_finds_without_a_wake_up_for_them() {
+    if !spinning_helps() {
+      eprintln!("one CPU: the linger never waits here");
+      return;
+    }
+    let outbox = Arc::new(CallOutbox::default());
+    let wakes = Arc::new(AtomicU32::new(0));
+    let counted = wakes.clone();
+    outbox.connect(Box::new(move || {
+      counted.fetch_add(1, Ordering::SeqCst);
+    }));
+    // As the supervisor's take: a call found on a host's channel is pushed.
+    let pushing = Arc::downgrade(&outbox);
+    let next_id = AtomicU32::new(1);
+    outbox.connect_take_for_linger(Box::new(move |_: &mut Watching| {
+      let Some(outbox) = pushing.upgrade() else { return false };
+      outbox.push(vec![call(7, next_id.fetch_add(1, Ordering::SeqCst))]);
+      true
+    }));
+    // A call the linger takes is handed back, with no wake-up sent.
+    let LingeredCalls(calls) = outbox.linger().expect("the linger's calls");
+    let ids: Vec<_> = calls.iter().map(|call| (call.run_id, call.call_id)).collect();
+    assert_eq!(ids, [(7, 1)]);
+    assert_eq!(wakes.load(Ordering::SeqCst), 0, "a wake-up for the call the linger took");
+    // A reader's call, queued (and woken for) before the linger, comes
+    // back first, and its wake-up then finds nothing.
+    outbox.push(vec![call(7, 0)]);
+    assert_eq!(wakes.load(Ordering::SeqCst), 1);
+    let LingeredCalls(calls) = outbox.linger().expect("the linger's calls");
+    let ids: Vec<_> = calls.iter().map(|call| (call.run_id, call.call_id)).collect();
+    assert_eq!(ids, [(7, 0), (7, 2)], "the reader's call first, then the one the linger took");
+    assert_eq!(wakes.load(Ordering::SeqCst), 1);
+    assert!(outbox.drain().is_empty(), "the wake-up already sent finds nothing");
+    // Outside the linger a call is queued for a wake-up again.
+    outbox.push(vec![call(7, 9)]);
+    assert_eq!(wakes.load(Ordering::SeqCst), 2);
+    assert_eq!(outbox.drain().len(), 1);
   }
 }

@@ -34,8 +34,8 @@ use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 
 use crate::binding_calls::{
-  binding_call_batch, BindingCallBatch, CallOutbox, JsReplyText, NodeWake, OnCallsHere, REPLY_IDS, REPLY_JSON,
-  REPLY_REJECT, REPLY_TEXT,
+  binding_call_batch, BindingCallBatch, CallOutbox, JsReplyText, LingeredCalls, NodeWake, OnCallsHere, REPLY_IDS,
+  REPLY_JSON, REPLY_REJECT, REPLY_TEXT,
 };
 use crate::config_keys::NativeConfig;
 use crate::node_bell::NodeListener;
@@ -333,11 +333,13 @@ impl NativeRuntime {
 
   /// Wait briefly, awake, for an answered run's next call or its end (at
   /// most `LINGER_SPIN`, backing off when neither follows), so that its
-  /// wake-up does not find this thread asleep. Call it between event-loop turns
-  /// (`setImmediate`), never inside the turn that answered.
-  #[napi]
-  pub fn linger(&self) {
-    self.core.calls.linger();
+  /// wake-up does not find this thread asleep. Call it between event-loop
+  /// turns (`setImmediate`), never inside the turn that answered. Returns
+  /// the calls waiting as it ends, `[ids, args]` as `onCalls` takes them,
+  /// for the caller to hand to `onCalls` itself (undefined when none).
+  #[napi(ts_return_type = "[Uint32Array, Array<string | string[]>] | undefined")]
+  pub fn linger(&self) -> Option<LingeredCalls> {
+    self.core.calls.linger()
   }
 
   /// A result for a run that fails before it starts (a pre-aborted signal),

@@ -91,7 +91,9 @@ export class BindingCalls {
   private lingerQueued = false
   private readonly linger = (): void => {
     this.lingerQueued = false
-    this.native?.linger()
+    // The calls it found are this turn's: handed over here, not woken for.
+    const calls = this.native?.linger()
+    if (calls) this.receive(calls[0], calls[1])
   }
 
   /**
