@@ -144,11 +144,7 @@ impl Supervisor {
         if let Some(record) = state.runs.get_mut(&run_id) {
           record.cost.execution = Some(cost);
         }
-        let with = if state.disposing {
-          stopped(&StopReason::Disposed, &self.settings.config)
-        } else {
-          self.finished_as(&mut state, run_id, completion)
-        };
+        let with = self.finished_as(&mut state, run_id, completion);
         let delivery = self.finish(&mut state, run_id, with);
         self.admit(&mut state);
         drop(state);
@@ -266,8 +262,12 @@ impl Supervisor {
 
   /// How a run its host reports finished settles: as reported; or, for an
   /// execution that diverged or finished before making its history again,
-  /// as a divergence. An abort, or a timeout, is what it says.
+  /// as a divergence. An abort, or a timeout, is what it says. Once
+  /// disposal has begun, as disposed, whatever was reported.
   pub(super) fn finished_as(&self, state: &mut State, run_id: u32, completion: Completion) -> FinishWith {
+    if state.disposing {
+      return stopped(&StopReason::Disposed, &self.settings.config);
+    }
     let Some(record) = state.runs.get(&run_id) else { return FinishWith::Completion(completion) };
     let stopped_by_runtime =
       matches!(&completion, Completion::Failure { kind: FailureKind::Abort | FailureKind::Timeout, .. });
